@@ -1,0 +1,1 @@
+"""IR dialects of `lowering`, one file per level. Imports only xDSL."""

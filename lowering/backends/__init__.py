@@ -1,0 +1,1 @@
+"""Backends: each turns a tensor-level module into a runnable program."""

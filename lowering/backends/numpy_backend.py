@@ -1,0 +1,196 @@
+"""The reference backend: every tensor-level op runs as the numpy call with the
+same meaning (the ops-handler "numpy interpretation"). It is the oracle that
+every pass and every other backend is checked against."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.dialects import arith, func, math
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+
+from dialects import array as A
+from runtime.program import Program
+
+from ..capture.dtypes import from_ir
+
+
+def _arr(x):
+    return x if isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def _elementwise(f: Callable) -> Callable:
+    def rule(op: Operation) -> Callable:
+        dt = from_ir(op.results[0].type.element_type)  # type: ignore[attr-defined]
+
+        def run(*xs):
+            r = f(*xs)
+            return _arr(r) if r.dtype == dt else _arr(r).astype(dt)
+
+        return run
+
+    return rule
+
+
+def parse_constant(text: str, dtype: np.dtype) -> np.ndarray:
+    if text.startswith("bytes:"):
+        return np.frombuffer(bytes.fromhex(text[6:]), dtype=dtype.newbyteorder("<")).astype(dtype)
+    if text in ("true", "false"):
+        return np.array(text == "true", dtype=dtype)
+    if dtype.kind in "iu":
+        return np.array(int(text)).astype(dtype)
+    return np.array(float(text), dtype=dtype)
+
+
+def _constant(op: A.ConstantOp) -> Callable:
+    shape = op.result.type.get_shape()
+    dt = from_ir(op.result.type.element_type)
+    arr = parse_constant(op.value.data, dt)
+    arr = arr.reshape(shape) if op.value.data.startswith("bytes:") else np.broadcast_to(arr, shape)
+    arr = np.array(arr)
+    arr.flags.writeable = False
+    return lambda: arr
+
+
+def _ints(a) -> tuple[int, ...]:
+    return A.ints(a)
+
+
+def _slices(start, step, shape):
+    out = []
+    for b, s, n in zip(start, step, shape):
+        e = b + n * s
+        out.append(slice(b, None if e < 0 else e, s))
+    return tuple(out)
+
+
+def _slice(op: A.SliceOp):
+    idx = _slices(_ints(op.start), _ints(op.step), op.result.type.get_shape())
+    return lambda x: x[idx]
+
+
+def _insert_slice(op: A.InsertSliceOp):
+    idx = _slices(_ints(op.start), _ints(op.step), op.source.type.get_shape())
+
+    def run(src, dest):
+        out = dest.copy()
+        out[idx] = src
+        return out
+
+    return run
+
+
+def _scatter(op: A.ScatterOp):
+    axis = op.axis.value.data
+    pre = (slice(None),) * axis
+    if op.mode.data == "add":
+        def run(dest, idx, upd):
+            out = dest.copy()
+            np.add.at(out, pre + (idx,), upd)
+            return out
+    else:
+        def run(dest, idx, upd):
+            out = dest.copy()
+            out[pre + (idx,)] = upd
+            return out
+    return run
+
+
+def _iota(op: A.IotaOp):
+    shape = op.result.type.get_shape()
+    d = op.dimension.value.data
+    dt = from_ir(op.result.type.element_type)
+    r = np.arange(shape[d]).reshape([-1 if i == d else 1 for i in range(len(shape))])
+    arr = np.array(np.broadcast_to(r, shape).astype(dt))
+    arr.flags.writeable = False
+    return lambda: arr
+
+
+_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "any": np.any,
+           "all": np.all}
+_CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+        "gt": np.greater, "ge": np.greater_equal}
+
+
+def _reduce(op: A.ReduceOp):
+    f, axes = _REDUCE[op.kind.data], _ints(op.axes)
+    return lambda x: _arr(f(x, axis=axes))
+
+
+def _ufunc(op: A.UfuncOp):
+    uf = getattr(np, op.fn.data)
+    dt = from_ir(op.result.type.element_type)
+
+    def run(*xs):
+        r = _arr(uf(*xs))
+        return r if r.dtype == dt else r.astype(dt)
+
+    return run
+
+
+RULES: dict[type, Callable[[Operation], Callable]] = {
+    A.ConstantOp: _constant,
+    A.BroadcastOp: lambda op: (lambda s: lambda x: np.broadcast_to(x, s))(op.result.type.get_shape()),
+    A.CastOp: lambda op: (lambda dt: lambda x: x.astype(dt))(from_ir(op.result.type.element_type)),
+    A.ReshapeOp: lambda op: (lambda s: lambda x: x.reshape(s))(op.result.type.get_shape()),
+    A.TransposeOp: lambda op: (lambda p: lambda x: x.transpose(p))(_ints(op.permutation)),
+    A.SliceOp: _slice,
+    A.InsertSliceOp: _insert_slice,
+    A.PadOp: lambda op: (lambda w: lambda x, v: np.pad(x, w, constant_values=v))(
+        list(zip(_ints(op.low), _ints(op.high)))),
+    A.ConcatOp: lambda op: (lambda ax: lambda *xs: np.concatenate(xs, axis=ax))(op.axis.value.data),
+    A.GatherOp: lambda op: (lambda ax: lambda x, i: np.take(x, i, axis=ax))(op.axis.value.data),
+    A.ScatterOp: _scatter,
+    A.ReduceOp: _reduce,
+    A.ArgReduceOp: lambda op: (lambda f, ax: lambda x: _arr(f(x, axis=ax)).astype(np.int64))(
+        np.argmax if op.kind.data == "argmax" else np.argmin, op.axis.value.data),
+    A.ScanOp: lambda op: (lambda f, ax: lambda x: f(x, axis=ax))(
+        np.cumsum if op.kind.data == "sum" else np.cumprod, op.axis.value.data),
+    A.DotOp: lambda op: lambda a, b: _arr(np.matmul(a, b)),
+    A.IotaOp: _iota,
+    A.SelectOp: lambda op: lambda c, a, b: np.where(c, a, b),
+    A.CompareOp: lambda op: (lambda f: lambda a, b: _arr(f(a, b)))(_CMP[op.predicate.data]),
+    A.UfuncOp: _ufunc,
+}
+
+# upstream ops produced by `decompose`: numpy functions with their meaning
+for _op, _f in {
+    arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
+    arith.DivfOp: np.true_divide, arith.NegfOp: np.negative,
+    arith.AddiOp: np.add, arith.SubiOp: np.subtract, arith.MuliOp: np.multiply,
+    arith.AndIOp: np.bitwise_and, arith.OrIOp: np.bitwise_or, arith.XOrIOp: np.bitwise_xor,
+    arith.MaxSIOp: np.maximum, arith.MinSIOp: np.minimum,
+    math.AbsFOp: np.absolute, math.SqrtOp: np.sqrt, math.CbrtOp: np.cbrt, math.ExpOp: np.exp,
+    math.Exp2Op: np.exp2, math.ExpM1Op: np.expm1, math.LogOp: np.log, math.Log2Op: np.log2,
+    math.Log10Op: np.log10, math.Log1pOp: np.log1p, math.SinOp: np.sin, math.CosOp: np.cos,
+    math.TanOp: np.tan, math.AsinOp: np.arcsin, math.AcosOp: np.arccos, math.AtanOp: np.arctan,
+    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.TanhOp: np.tanh, math.AsinhOp: np.arcsinh,
+    math.AcoshOp: np.arccosh, math.AtanhOp: np.arctanh, math.FloorOp: np.floor,
+    math.CeilOp: np.ceil, math.TruncOp: np.trunc, math.RoundEvenOp: np.rint,
+    math.CopySignOp: np.copysign, math.PowFOp: np.power, math.Atan2Op: np.arctan2,
+}.items():
+    RULES[_op] = _elementwise(_f)
+
+
+def compile_module(module: ModuleOp) -> Program:
+    fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    block = fn.body.blocks[0]
+    slots: dict = {}
+    for a in block.args:
+        slots[a] = len(slots)
+    n_inputs = len(slots)
+    steps = []
+    outputs: tuple[int, ...] = ()
+    for op in block.ops:
+        if isinstance(op, func.ReturnOp):
+            outputs = tuple(slots[v] for v in op.arguments)
+            continue
+        rule = RULES.get(type(op))
+        if rule is None:
+            raise NotImplementedError(f"numpy backend: no rule for {op.name}")
+        run = rule(op)
+        slots[op.results[0]] = len(slots)
+        steps.append((run, tuple(slots[v] for v in op.operands), slots[op.results[0]]))
+    return Program(n_inputs, len(slots), steps, outputs)

@@ -1,0 +1,1 @@
+"""Capture: numpy calls on proxy arrays become tensor-level IR."""

@@ -1,0 +1,89 @@
+"""The capture rule tables: numpy function -> rule, ufunc method -> rule.
+
+A rule receives the tracer and numpy's own arguments and returns TracedArrays
+(or raises `Unsupported`, which becomes a graph break with the rule's reason).
+Rules live in `capture/rules/`, one file per family, registered with `@rule`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .tracer import Unsupported
+
+FUNCTIONS: dict[Callable, Callable] = {}
+UFUNC_METHODS: dict[str, Callable] = {}  # "__call__", "reduce", "accumulate", "at", "outer"
+
+
+def rule(*funcs: Callable):
+    def register(impl: Callable) -> Callable:
+        for f in funcs:
+            FUNCTIONS[f] = impl
+        return impl
+
+    return register
+
+
+def ufunc_method(name: str):
+    def register(impl: Callable) -> Callable:
+        UFUNC_METHODS[name] = impl
+        return impl
+
+    return register
+
+
+def _tracer_of(args) -> Any:
+    from .traced import TracedArray
+
+    stack = list(args)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, TracedArray):
+            return x._t
+        if isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif isinstance(x, dict):
+            stack.extend(x.values())
+    return None
+
+
+def call_function(tracer, func: Callable, args: tuple, kwargs: dict) -> Any:
+    _load_rules()
+    impl = FUNCTIONS.get(func)
+    if impl is None:
+        return tracer.eager_call(f"np.{getattr(func, '__name__', func)} has no capture rule",
+                                 func, args, kwargs)
+    try:
+        return impl(tracer, *args, **kwargs)
+    except Unsupported as e:
+        return tracer.eager_call(f"np.{func.__name__}: {e}", func, args, kwargs)
+
+
+def call_ufunc(tracer, ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    _load_rules()
+    impl = UFUNC_METHODS.get(method)
+    fn = getattr(ufunc, method) if method != "__call__" else ufunc
+    if impl is None:
+        return tracer.eager_call(f"np.{ufunc.__name__}.{method} has no capture rule",
+                                 fn, inputs, kwargs)
+    try:
+        return impl(tracer, ufunc, *inputs, **kwargs)
+    except Unsupported as e:
+        return tracer.eager_call(f"np.{ufunc.__name__}: {e}", fn, inputs, kwargs)
+
+
+def astype(x, dtype, casting="unsafe", copy=True):
+    _load_rules()
+    return FUNCTIONS[np.ndarray.astype](x._t, x, dtype, casting=casting, copy=copy)
+
+
+_loaded = False
+
+
+def _load_rules() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        from . import rules  # noqa: F401  (registers every rule family)

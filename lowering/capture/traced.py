@@ -1,0 +1,260 @@
+"""The proxy array. Operators and methods forward to numpy functions so that
+every call meets one rule table (`registry.FUNCTIONS`, `registry.UFUNCS`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from xdsl.ir import SSAValue
+
+from . import registry
+from .tracer import Unsupported
+
+
+class TracedArray:
+    __array_priority__ = 1000.0
+    __slots__ = ("_t", "_st", "_steps", "shape", "dtype", "_cache", "_weak", "_scalar",
+                 "_readonly", "__weakref__")
+
+    def __init__(self, tracer, storage, steps, weak=None, scalar=False):
+        self._t = tracer
+        self._st = storage
+        self._steps = steps
+        self._weak = weak  # python type for NEP 50 weak scalars (float inputs)
+        self._scalar = scalar  # numpy would hand back a scalar, not a 0-d array
+        self._readonly = storage.readonly
+        if steps:
+            self.shape = self.dtype = None  # set by _v() from the cached value
+        else:
+            self.shape, self.dtype = storage.shape, storage.dtype
+        self._cache = (storage.version, storage.value)
+        tracer.live.add(self)
+
+    def _v(self) -> SSAValue:
+        """The current SSA value of this array (re-derived after writes)."""
+        version, v = self._cache
+        st = self._st
+        if version != st.version:
+            v = st.value
+            for step in self._steps:
+                v = step.apply(self._t.prims, v)
+            self._cache = (st.version, v)
+        return v
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+        if name == "_cache" and self._steps:
+            t = value[1].type
+            from .dtypes import from_ir
+
+            object.__setattr__(self, "shape", t.get_shape())
+            object.__setattr__(self, "dtype", from_ir(t.element_type))
+
+    def _dtype_operand(self):
+        """What numpy's promotion should see: a Python type for weak scalars."""
+        return self._weak if self._weak is not None else self.dtype
+
+    # ---- numpy protocols ----------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return registry.call_ufunc(self._t, ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return registry.call_function(self._t, func, args, kwargs)
+
+    def __array__(self, dtype=None, copy=None):
+        (arr,) = self._t.graph_break("conversion of a traced array to numpy (np.asarray/__array__)", [self])
+        return arr if dtype is None else arr.astype(dtype)
+
+    # ---- attributes ---------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def T(self):
+        return np.transpose(self)
+
+    @property
+    def mT(self):
+        return np.swapaxes(self, -1, -2)
+
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        return np.zeros_like(self)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        for i in range(self.shape[0]):
+            yield self[i]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # ---- conversions: graph breaks ------------------------------------------
+    def _concrete(self, what: str):
+        (arr,) = self._t.graph_break(what, [self])
+        return arr
+
+    def __bool__(self):
+        return bool(self._concrete("bool() of a traced value (data-dependent Python control flow)"))
+
+    def __int__(self):
+        return int(self._concrete("int() of a traced value"))
+
+    def __float__(self):
+        return float(self._concrete("float() of a traced value"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex() of a traced value"))
+
+    def __index__(self):
+        arr = self._concrete("use of a traced value as a Python index")
+        return arr.__index__()
+
+    def item(self, *args):
+        return self._concrete(".item() of a traced value").item(*args)
+
+    def tolist(self):
+        return self._concrete(".tolist() of a traced value").tolist()
+
+    def __repr__(self):
+        return repr(self._concrete("repr() of a traced value"))
+
+    def __str__(self):
+        return str(self._concrete("str() of a traced value"))
+
+    def __format__(self, spec):
+        return format(self._concrete("format() of a traced value"), spec)
+
+    # ---- indexing -------------------------------------------------------------
+    def __getitem__(self, key):
+        from .rules import indexing
+
+        return indexing.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        from .rules import indexing
+
+        indexing.setitem(self, key, value)
+
+
+def _binop(ufunc, name):
+    def fwd(self, other):
+        return ufunc(self, other)
+
+    def rev(self, other):
+        return ufunc(other, self)
+
+    def inplace(self, other):
+        return ufunc(self, other, out=(self,))
+
+    fwd.__name__, rev.__name__, inplace.__name__ = f"__{name}__", f"__r{name}__", f"__i{name}__"
+    return fwd, rev, inplace
+
+
+for _name, _uf in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+                   ("truediv", np.true_divide), ("floordiv", np.floor_divide),
+                   ("mod", np.remainder), ("pow", np.power), ("matmul", np.matmul),
+                   ("and", np.bitwise_and), ("or", np.bitwise_or), ("xor", np.bitwise_xor),
+                   ("lshift", np.left_shift), ("rshift", np.right_shift)]:
+    _f, _r, _i = _binop(_uf, _name)
+    setattr(TracedArray, f"__{_name}__", _f)
+    setattr(TracedArray, f"__r{_name}__", _r)
+    setattr(TracedArray, f"__i{_name}__", _i)
+
+for _name, _uf in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
+                   ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)]:
+    setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self, other: uf(self, other))(_uf))
+
+for _name, _uf in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolute),
+                   ("invert", np.invert)]:
+    setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self: uf(self))(_uf))
+
+TracedArray.__divmod__ = lambda self, o: (np.floor_divide(self, o), np.remainder(self, o))  # type: ignore[attr-defined]
+TracedArray.__rdivmod__ = lambda self, o: (np.floor_divide(o, self), np.remainder(o, self))  # type: ignore[attr-defined]
+
+
+def _method(fn):
+    def m(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    m.__name__ = fn.__name__
+    return m
+
+
+for _fn in [np.sum, np.prod, np.mean, np.var, np.std, np.max, np.min, np.argmax, np.argmin,
+            np.all, np.any, np.cumsum, np.cumprod, np.clip, np.ravel, np.squeeze,
+            np.swapaxes, np.take, np.dot, np.round, np.trace, np.diagonal, np.nonzero,
+            np.repeat, np.sort, np.argsort, np.searchsorted, np.conjugate, np.ptp]:
+    setattr(TracedArray, _fn.__name__, _method(_fn))
+TracedArray.conj = TracedArray.conjugate  # type: ignore[attr-defined]
+
+
+def _reshape(self, *shape, order="C"):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return np.reshape(self, shape, order=order)
+
+
+def _transpose(self, *axes):
+    if len(axes) == 1 and isinstance(axes[0], (tuple, list)):
+        axes = tuple(axes[0])
+    return np.transpose(self, axes or None)
+
+
+def _astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+    return registry.astype(self, dtype, casting=casting, copy=copy)
+
+
+def _copy(self, order="C"):
+    return np.copy(self)
+
+
+def _flatten(self, order="C"):
+    return np.copy(np.ravel(self, order=order))
+
+
+def _fill(self, value):
+    self[...] = value
+
+
+def _view(self, dtype=None, type=None):
+    if dtype is not None and np.dtype(dtype) != self.dtype:
+        raise Unsupported("ndarray.view with another dtype")
+    return self[...]
+
+
+TracedArray.reshape = _reshape  # type: ignore[attr-defined]
+TracedArray.transpose = _transpose  # type: ignore[attr-defined]
+TracedArray.astype = _astype  # type: ignore[attr-defined]
+TracedArray.copy = _copy  # type: ignore[attr-defined]
+TracedArray.flatten = _flatten  # type: ignore[attr-defined]
+TracedArray.fill = _fill  # type: ignore[attr-defined]
+TracedArray.view = _view  # type: ignore[attr-defined]
+TracedArray.__copy__ = _copy  # type: ignore[attr-defined]
+
+
+def is_traced(x: Any) -> bool:
+    return isinstance(x, TracedArray)

@@ -1,0 +1,432 @@
+"""Capture by proxy: `TracedArray` stands for a numpy array while a function is
+traced. numpy hands every ufunc and array function called on it to us through
+`__array_ufunc__` / `__array_function__`; operators and methods forward to
+those; the rules in `capture/rules/` emit tensor-level IR.
+
+Mutation is functionalized while tracing: an array and all of its views share a
+`Storage` whose current SSA value is replaced on every write (through
+`views.*Step.update`); views re-derive their value when the storage's version
+moves. Caller arrays that were written get their final value written back.
+
+A graph break (a Python conversion of a traced value, a function with no rule,
+a data-dependent shape) compiles and runs the graph recorded so far, hands the
+concrete values to Python, and resumes tracing with them as inputs of a new
+graph: the lazy-tensor way of resuming without rewriting bytecode."""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Region, SSAValue
+
+from .. import pytree
+from .dtypes import supported, tensor_type
+from .prims import Prims, dtype_of, shape_of
+from .views import ReshapeStep, np_apply_all, strided_dummy
+
+_PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_INTERNAL = tuple(
+    os.path.join(_PKG_ROOT, d) + os.sep for d in ("lowering", "dialects", "passes", "runtime")
+) + (os.path.dirname(np.__file__) + os.sep,)
+
+
+def user_location() -> tuple[str, int] | None:
+    """The innermost frame outside this project and numpy: the user's line."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = f.f_code.co_filename
+        if not fn.startswith(_INTERNAL) and not fn.startswith("<__array_function__"):
+            return fn, f.f_lineno
+        f = f.f_back
+    return None
+
+
+class GraphBreakError(RuntimeError):
+    """Raised under `fullgraph=True` where capture would have broken the graph."""
+
+    def __init__(self, reason: str, filename: str | None, lineno: int | None):
+        where = f"{filename}:{lineno}" if filename else "<unknown>"
+        super().__init__(f"graph break at {where}: {reason}")
+        self.reason, self.filename, self.lineno = reason, filename, lineno
+
+
+class Unsupported(Exception):
+    """A rule cannot capture this call; capture turns it into a graph break."""
+
+
+@dataclass
+class BreakInfo:
+    reason: str
+    filename: str | None
+    lineno: int | None
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno}: {self.reason}"
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    out, acc = [], itemsize
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+class Storage:
+    """One buffer as numpy would have it: the caller's array, or an array
+    created inside the function. Views of it share it."""
+
+    __slots__ = ("value", "version", "shape", "dtype", "strides", "source", "mutated",
+                 "readonly", "arg", "concrete", "__weakref__")
+
+    def __init__(self, value, shape, dtype, strides, source=None, readonly=False):
+        self.value: SSAValue = value
+        self.version = 0
+        self.shape, self.dtype, self.strides = shape, dtype, strides
+        self.source: int | None = source
+        self.mutated = False
+        self.readonly = readonly
+        self.arg: SSAValue | None = None  # the graph argument standing for this storage
+        self.concrete: Any = None  # its concrete array after a graph break
+
+
+@dataclass
+class Segment:
+    """One captured graph: a module plus how to bind its arguments (an int is a
+    source index, anything else a concrete array carried from Python)."""
+
+    module: ModuleOp
+    bindings: list[Any]
+
+
+@dataclass
+class OutputPlan:
+    """How to rebuild the user's return value and write back mutations from the
+    final graph's results."""
+
+    treedef: Any
+    leaves: list[tuple]  # ("out", result index, view steps, scalar) | ("const", v) | ("copy", arr)
+    writebacks: list[tuple[int, int]]  # (source index, result index)
+
+
+@dataclass
+class Trace:
+    segments: list[Segment] = field(default_factory=list)
+    breaks: list[BreakInfo] = field(default_factory=list)
+    plan: OutputPlan | None = None
+    mutates_inputs: bool = False
+
+
+class Tracer:
+    def __init__(self, sources: list[Any], run_segment: Callable, fullgraph: bool = False,
+                 source_ids: dict[int, int] | None = None):
+        self.sources = sources
+        self.run_segment = run_segment
+        self.fullgraph = fullgraph
+        self.source_ids = source_ids or {}
+        self.trace = Trace()
+        self.live = LiveSet()
+        self.source_arrays: dict[int, TracedArray] = {}
+        self.input_storages: dict[int, Storage] = {}
+        self._new_segment()
+
+    # ---- segments ---------------------------------------------------------
+    def _new_segment(self) -> None:
+        self.block = Block()
+        self.prims = Prims(self.block, location=None)
+        self.bindings: list[Any] = []
+
+    def _arg(self, binding: Any, shape, dtype) -> SSAValue:
+        arg = self.block.insert_arg(tensor_type(tuple(shape), dtype), len(self.block.args))
+        self.bindings.append(binding)
+        return arg
+
+    def _close(self, outputs: list[SSAValue]) -> Segment:
+        self.block.add_op(func.ReturnOp(*outputs))
+        ftype = ([a.type for a in self.block.args], [o.type for o in outputs])
+        fn = func.FuncOp("main", ftype, Region(self.block))
+        seg = Segment(ModuleOp([fn]), self.bindings)
+        self.trace.segments.append(seg)
+        return seg
+
+    def _concrete_inputs(self, seg: Segment) -> list[np.ndarray]:
+        return [self.source_value(b) if isinstance(b, int) else b for b in seg.bindings]
+
+    def source_value(self, i: int) -> np.ndarray:
+        v = self.sources[i]
+        if isinstance(v, np.ndarray):
+            return v
+        return np.asarray(v, dtype=np.float64) if isinstance(v, float) else np.asarray(v)
+
+    def _run(self, storages: list[Storage], extra: list[SSAValue]):
+        seg = self._close([st.value for st in storages] + extra)
+        inputs = self._concrete_inputs(seg)
+        results = self.run_segment(seg.module, inputs)
+        owners = [inputs[st.arg.index] if st.value is st.arg and st.arg in self.block.args
+                  else None for st in storages]
+        return inputs, fresh_results(results, inputs, owners)
+
+    # ---- sources ----------------------------------------------------------
+    def wrap_source(self, i: int) -> "TracedArray":
+        """The traced stand-in for source i (one per source, so aliasing args
+        share one storage)."""
+        t = self.source_arrays.get(i)
+        if t is not None:
+            return t
+        v = self.sources[i]
+        weak = None
+        if isinstance(v, np.ndarray):
+            shape, dtype, strides, ro = v.shape, v.dtype, v.strides, not v.flags.writeable
+        elif isinstance(v, np.generic):
+            shape, dtype, strides, ro = (), v.dtype, (), True
+        elif isinstance(v, float):
+            shape, dtype, strides, ro, weak = (), np.dtype(np.float64), (), True, float
+        else:
+            raise TypeError(f"cannot trace a {type(v).__name__}")
+        if not supported(dtype):
+            raise Unsupported(f"input dtype {dtype} is not supported")
+        st = Storage(self._arg(i, shape, dtype), shape, dtype, strides, source=i, readonly=ro)
+        st.arg = st.value
+        self.input_storages[i] = st
+        t = TracedArray(self, st, (), weak=weak, scalar=isinstance(v, (np.generic, float)))
+        self.source_arrays[i] = t
+        return t
+
+    def lift(self, x: Any) -> "TracedArray":
+        """Any array-like operand as a TracedArray: caller/global arrays by
+        source (read at call time), other arrays and scalars as constants."""
+        if isinstance(x, TracedArray):
+            if x._t is not self:
+                raise RuntimeError("a traced value escaped its trace (stored across calls?)")
+            return x
+        if isinstance(x, np.ndarray):
+            i = self.source_ids.get(id(x))
+            if i is not None and self.sources[i] is x:
+                return self.wrap_source(i)
+            if not supported(x.dtype):
+                raise Unsupported(f"array of dtype {x.dtype} is not supported")
+            return self.wrap(self.prims.dense(x))
+        if isinstance(x, (bool, int, float)):
+            dt = np.result_type(x) if not isinstance(x, bool) else np.dtype(np.bool_)
+            try:
+                v = self.prims.constant(x, dt)
+            except OverflowError:
+                v = self.prims.constant(x, np.dtype(np.float64))
+            return self.wrap(v, weak=type(x), scalar=True)
+        if isinstance(x, np.generic):
+            if not supported(x.dtype):
+                raise Unsupported(f"scalar of dtype {x.dtype} is not supported")
+            return self.wrap(self.prims.constant(x, x.dtype), scalar=True)
+        if isinstance(x, (list, tuple)):
+            arr = np.asarray(x)
+            if arr.dtype == object:
+                return self.lift_nested(x)
+            return self.lift(arr)
+        raise Unsupported(f"cannot use a {type(x).__name__} as an array")
+
+    def lift_nested(self, x) -> "TracedArray":
+        """np.array([...]) of a nested list that holds traced values."""
+        if isinstance(x, (list, tuple)):
+            parts = [self.lift_nested(e) for e in x]
+            if not parts:
+                raise Unsupported("empty nested sequence")
+            dt = np.result_type(*[p._dtype_operand() for p in parts])
+            shape = np.broadcast_shapes(*[p.shape for p in parts])
+            vals = [self.prims.reshape(self.prims.broadcast(self.prims.cast(p._v(), dt), shape), (1, *shape)) for p in parts]
+            if any(p.shape != shape for p in parts):
+                raise ValueError("setting an array element with a sequence: inhomogeneous shape")
+            return self.wrap(self.prims.concat(vals, 0))
+        t = self.lift(x)
+        return t
+
+    # ---- values -------------------------------------------------------------
+    def wrap(self, v: SSAValue, weak=None, scalar=False, readonly=False) -> "TracedArray":
+        shape, dtype = shape_of(v), dtype_of(v)
+        st = Storage(v, shape, dtype, c_strides(shape, dtype.itemsize), readonly=readonly)
+        return TracedArray(self, st, (), weak=weak, scalar=scalar)
+
+    def view(self, base: "TracedArray", step) -> "TracedArray":
+        v = step.apply(self.prims, base._v())
+        t = TracedArray(self, base._st, base._steps + (step,))
+        t._cache = (base._st.version, v)
+        t._readonly = base._readonly or step.readonly
+        return t
+
+    def reshape_is_view(self, t: "TracedArray", shape: tuple[int, ...]) -> bool:
+        """numpy returns a view from reshape exactly when the layout allows it;
+        ask numpy, on a layout-only dummy."""
+        st = t._st
+        dummy = np_apply_all(t._steps, strided_dummy(st.shape, st.strides, st.dtype))
+        try:
+            dummy.reshape(shape, copy=False)
+            return True
+        except (ValueError, AttributeError):
+            return False
+
+    def reshape(self, t: "TracedArray", shape: tuple[int, ...]) -> "TracedArray":
+        if self.reshape_is_view(t, shape):
+            return self.view(t, ReshapeStep(tuple(shape), t.shape))
+        return self.wrap(self.prims.reshape(t._v(), shape))
+
+    def write(self, t: "TracedArray", new: SSAValue) -> None:
+        """Functionalized `t[...] = new` (new has t's shape and dtype)."""
+        if t._readonly:
+            raise ValueError("assignment destination is read-only")
+        st = t._st
+        bases = [st.value]
+        for step in t._steps[:-1]:
+            bases.append(step.apply(self.prims, bases[-1]))
+        cur = new
+        for step, base in zip(reversed(t._steps), reversed(bases)):
+            cur = step.update(self.prims, base, cur)
+        st.value = cur
+        st.version += 1
+        st.mutated = True
+        t._cache = (st.version, new)
+
+    # ---- graph breaks ---------------------------------------------------
+    def graph_break(self, reason: str, needed: list["TracedArray"]) -> list[np.ndarray]:
+        """Run what was captured so far and return concrete values of `needed`."""
+        loc = user_location()
+        info = BreakInfo(reason, *(loc or (None, None)))
+        if self.fullgraph:
+            raise GraphBreakError(reason, info.filename, info.lineno)
+        self.trace.breaks.append(info)
+        storages: dict[int, Storage] = {}
+        for t in self.live.alive() + list(self.source_arrays.values()):
+            storages.setdefault(id(t._st), t._st)
+        sts = list(storages.values())
+        _, results = self._run(sts, [])
+        self._new_segment()
+        for st, arr in zip(sts, results):
+            st.value = st.arg = self._arg(arr, st.shape, st.dtype)
+            st.version += 1
+            st.strides = arr.strides
+            st.concrete = arr
+        return [np_apply_all(t._steps, t._st.concrete) for t in needed]
+
+    def eager_call(self, reason: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+        """A graph break around one numpy call: run it on concrete values and
+        trace on with its results as new inputs."""
+        leaves, tdef = pytree.flatten((args, kwargs))
+        traced = [x for x in leaves if isinstance(x, TracedArray)]
+        concrete = iter(self.graph_break(reason, traced))
+        leaves = [next(concrete) if isinstance(x, TracedArray) else x for x in leaves]
+        a, k = pytree.unflatten(tdef, leaves)
+        result = fn(*a, **k)
+        return self.adopt(result)
+
+    def adopt(self, result: Any) -> Any:
+        """Concrete arrays coming back from eager code become graph inputs."""
+        if isinstance(result, np.ndarray) and supported(result.dtype):
+            st = Storage(self._arg(result, result.shape, result.dtype), result.shape,
+                         result.dtype, result.strides)
+            st.concrete, st.arg = result, st.value
+            return TracedArray(self, st, ())
+        if isinstance(result, tuple):
+            return tuple(self.adopt(r) for r in result)
+        if isinstance(result, list):
+            return [self.adopt(r) for r in result]
+        return result
+
+    # ---- the end ----------------------------------------------------------
+    def finish(self, result: Any) -> tuple[Any, Trace]:
+        leaves, treedef = pytree.flatten(result)
+        storages: dict[int, Storage] = {}
+        plan_leaves: list[tuple] = []
+        for x in leaves:
+            if isinstance(x, TracedArray):
+                idx = list(storages).index(id(x._st)) if id(x._st) in storages else len(storages)
+                storages.setdefault(id(x._st), x._st)
+                plan_leaves.append(("out", idx, x._steps, x._scalar))
+            elif isinstance(x, np.ndarray):
+                i = self.source_ids.get(id(x))
+                if i is not None and self.sources[i] is x:
+                    t = self.wrap_source(i)
+                    idx = list(storages).index(id(t._st)) if id(t._st) in storages else len(storages)
+                    storages.setdefault(id(t._st), t._st)
+                    plan_leaves.append(("out", idx, (), False))
+                else:
+                    plan_leaves.append(("copy", x.copy()))
+            else:
+                plan_leaves.append(("const", x))
+        writebacks = []
+        for i, st in self.input_storages.items():
+            if st.mutated:
+                idx = list(storages).index(id(st)) if id(st) in storages else len(storages)
+                storages.setdefault(id(st), st)
+                writebacks.append((i, idx))
+        sts = list(storages.values())
+        self.trace.plan = OutputPlan(treedef, plan_leaves, writebacks)
+        self.trace.mutates_inputs = bool(writebacks)
+        inputs, results = self._run(sts, [])
+        return apply_plan(self.trace.plan, results, self.sources), self.trace
+
+
+class LiveSet:
+    """The traced arrays Python still holds (TracedArray is unhashable, like
+    ndarray, so no WeakSet)."""
+
+    def __init__(self):
+        self._refs: list[weakref.ref] = []
+
+    def add(self, t) -> None:
+        self._refs.append(weakref.ref(t))
+        if len(self._refs) > 4096:
+            self._refs = [r for r in self._refs if r() is not None]
+
+    def alive(self) -> list:
+        out = [r() for r in self._refs]
+        return [t for t in out if t is not None]
+
+
+def fresh_results(results: list, inputs: list, owners: list) -> list:
+    """Results handed to Python must not alias the inputs (unless a result is
+    the unchanged input of its own storage), each other, or be read-only."""
+    seen: set[int] = set()
+    out = []
+    for r, owner in zip(results, owners):
+        if r is owner and id(r) not in seen:
+            seen.add(id(r))
+            out.append(r)
+            continue
+        if not isinstance(r, np.ndarray):
+            r = np.asarray(r)
+        if (id(r) in seen or not r.flags.writeable
+                or any(np.may_share_memory(r, x) for x in inputs if isinstance(x, np.ndarray))):
+            r = r.copy()
+        seen.add(id(r))
+        out.append(r)
+    return out
+
+
+def apply_plan(plan: OutputPlan, results: list, sources: list) -> Any:
+    for src, idx in plan.writebacks:
+        dst = sources[src]
+        if results[idx] is not dst:
+            dst[...] = results[idx]
+            results[idx] = dst
+    leaves = []
+    for leaf in plan.leaves:
+        kind = leaf[0]
+        if kind == "out":
+            arr = results[leaf[1]]
+            for step in leaf[2]:
+                arr = step.np_apply(arr)
+            leaves.append(arr[()] if leaf[3] else arr)
+        elif kind == "copy":
+            leaves.append(leaf[1].copy())
+        else:
+            leaves.append(leaf[1])
+    return pytree.unflatten(plan.treedef, leaves)
+
+
+from .traced import TracedArray  # noqa: E402  (TracedArray needs Tracer's helpers)

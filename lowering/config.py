@@ -1,0 +1,65 @@
+"""All knobs in one place, with environment overrides and a context manager.
+
+Environment:
+  LOWERING_LOGS=graph,guards,recompiles,graph_breaks   log channels (or "all")
+  LOWERING_RECOMPILE_LIMIT=8                           recompiles before eager
+  LOWERING_BACKEND=numpy                               default backend
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from dataclasses import dataclass, field, fields
+
+LOG_CHANNELS = ("graph", "guards", "recompiles", "graph_breaks", "passes")
+
+
+@dataclass
+class Config:
+    recompile_limit: int = field(default_factory=lambda: int(os.environ.get("LOWERING_RECOMPILE_LIMIT", 8)))
+    backend: str = field(default_factory=lambda: os.environ.get("LOWERING_BACKEND", "numpy"))
+    verify_each_pass: bool = field(default_factory=lambda: os.environ.get("LOWERING_VERIFY", "0") == "1")
+
+
+config = Config()
+
+
+@contextlib.contextmanager
+def patch(**changes):
+    """`with lowering.config.patch(recompile_limit=2): ...`"""
+    old = {f.name: getattr(config, f.name) for f in fields(config)}
+    for k, v in changes.items():
+        if k not in old:
+            raise AttributeError(f"unknown config option {k!r}")
+        setattr(config, k, v)
+    try:
+        yield config
+    finally:
+        for k, v in old.items():
+            setattr(config, k, v)
+
+
+def logger(channel: str) -> logging.Logger:
+    return logging.getLogger(f"lowering.{channel}")
+
+
+def _setup_logs() -> None:
+    spec = os.environ.get("LOWERING_LOGS", "")
+    wanted = {c.strip() for c in spec.split(",") if c.strip()}
+    if "all" in wanted:
+        wanted = set(LOG_CHANNELS)
+    for ch in wanted:
+        if ch not in LOG_CHANNELS:
+            raise ValueError(f"LOWERING_LOGS: unknown channel {ch!r} (known: {', '.join(LOG_CHANNELS)})")
+    if wanted:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
+        for ch in wanted:
+            lg = logger(ch)
+            lg.setLevel(logging.DEBUG)
+            lg.addHandler(handler)
+
+
+_setup_logs()

@@ -1,0 +1,59 @@
+"""The explicit, ordered pipeline: capture's module through the tensor-level
+passes to a backend program. `python -m lowering.dump --passes` prints it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+
+from .config import config, logger
+
+
+def context() -> Context:
+    from xdsl.dialects import arith, func, math
+    from xdsl.dialects.builtin import Builtin
+
+    from dialects.array import Array
+
+    ctx = Context()
+    for d in (Builtin, func.Func, arith.Arith, math.Math, Array):
+        ctx.load_dialect(d)
+    return ctx
+
+
+def tensor_passes() -> list[ModulePass]:
+    from passes.canonicalize import ArrayCanonicalize
+    from passes.decompose import Decompose
+    from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
+
+    return [ArrayCanonicalize(), Decompose(), CommonSubexpressionElimination(), DeadCodeElimination()]
+
+
+def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
+               after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None) -> ModuleOp:
+    ctx = context()
+    for p in passes if passes is not None else tensor_passes():
+        t0 = time.perf_counter()
+        p.apply(ctx, module)
+        dt = time.perf_counter() - t0
+        if config.verify_each_pass:
+            module.verify()
+        logger("passes").debug("%s took %.2f ms", p.name, dt * 1e3)
+        if after_each is not None:
+            after_each(p, module, dt)
+    return module
+
+
+def compile_segment(module: ModuleOp, backend: str = "numpy") -> Callable:
+    module = module.clone()
+    run_passes(module)
+    if backend == "numpy":
+        from .backends.numpy_backend import compile_module
+
+        return compile_module(module)
+    raise ValueError(f"unknown backend {backend!r}")

@@ -1,0 +1,1 @@
+"""Tensor-level passes, one per file; each an xDSL ModulePass with a name."""

@@ -1,0 +1,1 @@
+"""Runs compiled artifacts and checks guards. Imports neither `passes` nor `lowering`."""
