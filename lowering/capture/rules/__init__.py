@@ -1,3 +1,12 @@
 """Capture rules, one module per family of the numpy surface (see OPS.md)."""
 
-from . import ufuncs, reductions, shapes, indexing, linalg, creation  # noqa: F401
+from . import (  # noqa: F401  (importing registers the rules)
+    creation,
+    indexing,
+    linalg,
+    reductions,
+    scans,
+    selection,
+    shapes,
+    ufuncs,
+)

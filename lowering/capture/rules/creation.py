@@ -41,22 +41,3 @@ def full_like(tr, a, fill_value, dtype=None, order="K", subok=True, shape=None, 
         f = tr.lift(fill_value)
         return tr.wrap(tr.prims.broadcast(tr.prims.cast(f._v(), dt), shp))
     return _like(tr, a, fill_value, dtype, shape)
-
-
-@rule(np.where)
-def where(tr, condition, x=None, y=None):
-    if x is None and y is None:
-        from ..tracer import Unsupported
-
-        raise Unsupported("one-argument np.where has a data-dependent shape")
-    from .common import result_dtype_of
-
-    c, a, b = tr.lift(condition), x, y
-    dt = result_dtype_of(a, b)
-    p = tr.prims
-    av = tr.lift(a)
-    bv = tr.lift(b)
-    shape = np.broadcast_shapes(c.shape, av.shape, bv.shape)
-    cv = p.broadcast(p.cast(c._v(), np.dtype(np.bool_)), shape)
-    r = p.select(cv, p.broadcast(p.cast(av._v(), dt), shape), p.broadcast(p.cast(bv._v(), dt), shape))
-    return tr.wrap(r)

@@ -1,0 +1,3 @@
+"""Scans: cumsum, cumprod, ufunc.accumulate."""
+
+from __future__ import annotations
