@@ -193,7 +193,7 @@ class TransposeOp(_ArrayOp):
 
     name = "array.transpose"
     input = operand_def(AnyTensor)
-    permutation = prop_def(DenseArrayBase)
+    permutation = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     assembly_format = "$input $permutation attr-dict `:` type($input) `->` type($result)"
 
@@ -237,8 +237,8 @@ class SliceOp(_ArrayOp):
 
     name = "array.slice"
     input = operand_def(AnyTensor)
-    start = prop_def(DenseArrayBase)
-    step = prop_def(DenseArrayBase)
+    start = prop_def(DenseArrayBase.constr(i64))
+    step = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     assembly_format = (
         "$input `[` $start `,` $step `]` attr-dict `:` type($input) `->` type($result)"
@@ -267,8 +267,8 @@ class InsertSliceOp(_ArrayOp):
     T: ClassVar = VarConstraint("T", AnyTensor)
     source = operand_def(AnyTensor)
     dest = operand_def(T)
-    start = prop_def(DenseArrayBase)
-    step = prop_def(DenseArrayBase)
+    start = prop_def(DenseArrayBase.constr(i64))
+    step = prop_def(DenseArrayBase.constr(i64))
     result = result_def(T)
     assembly_format = (
         "$source `into` $dest `[` $start `,` $step `]` attr-dict `:` type($source) "
@@ -298,8 +298,8 @@ class PadOp(_ArrayOp):
     name = "array.pad"
     input = operand_def(AnyTensor)
     pad_value = operand_def(AnyTensor)
-    low = prop_def(DenseArrayBase)
-    high = prop_def(DenseArrayBase)
+    low = prop_def(DenseArrayBase.constr(i64))
+    high = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     assembly_format = (
         "$input `low` $low `high` $high `value` $pad_value attr-dict `:` "
@@ -453,7 +453,7 @@ class ReduceOp(_ArrayOp):
     name = "array.reduce"
     input = operand_def(AnyTensor)
     kind = prop_def(StringAttr)
-    axes = prop_def(DenseArrayBase)
+    axes = prop_def(DenseArrayBase.constr(i64))
     result = result_def(AnyTensor)
     assembly_format = "$kind $input $axes attr-dict `:` type($input) `->` type($result)"
 

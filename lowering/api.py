@@ -103,7 +103,7 @@ class CompiledFunction:
         n_arr = len(self._arrays)
         sources = list(leaves) + gvals[:n_arr]
         try:
-            result, trace = self._trace(args, kwargs, leaves, treedef, sources)
+            results, trace = self._trace(args, kwargs, leaves, treedef, sources)
         except Unsupported as e:
             if self.fullgraph:
                 raise GraphBreakError(str(e), None, None) from None
@@ -113,8 +113,16 @@ class CompiledFunction:
         self.stats["compiles"] += 1
         self.stats["graph_breaks"] += len(trace.breaks)
         self.last_trace = trace
-        self.entries.append(self._make_entry(trace, leaves, treedef, gvals))
-        return result
+        entry = self._make_entry(trace, leaves, treedef, gvals)
+        self.entries.append(entry)
+        if trace.mutates_inputs and _overlap_any(sources):
+            # writes through overlapping arrays need numpy's own aliasing: the
+            # entry stays for later calls (its guards refuse overlap)
+            logger("graph_breaks").info("eager call of %s: overlapping inputs are written",
+                                        self.__qualname__)
+            self.stats["eager_fallbacks"] += 1
+            return self.fn(*args, **kwargs)
+        return apply_plan(trace.plan, results, sources)
 
     def _trace(self, args, kwargs, leaves, treedef, sources, fullgraph=None):
         n_leaves = len(leaves)
@@ -133,13 +141,13 @@ class CompiledFunction:
                 tleaves.append(x)
         targs, tkwargs = pytree.unflatten(treedef, tleaves)
         out = self.fn(*targs, **tkwargs)
-        result, trace = tracer.finish(out)
+        results, trace = tracer.finish(out)
         for b in trace.breaks:
             logger("graph_breaks").info("graph break in %s at %s", self.__qualname__, b)
         for seg in trace.segments:
             logger("graph").info("captured graph of %s:\n%s", self.__qualname__, seg.module)
         del n_leaves
-        return result, trace
+        return results, trace
 
     def _run_segment(self, module, inputs):
         text = str(module)
@@ -157,24 +165,25 @@ class CompiledFunction:
             def run_lazy(leaves, gvals, args_tree=treedef):
                 args, kwargs = pytree.unflatten(args_tree, leaves)
                 sources = list(leaves) + gvals[:n_arr]
-                result, t = self._trace(args, kwargs, leaves, args_tree, sources)
+                results, t = self._trace(args, kwargs, leaves, args_tree, sources)
                 self.stats["graph_breaks"] += len(t.breaks)
-                return result
+                return apply_plan(t.plan, results, sources)
 
             return Entry(guards, trace, run_lazy)
         (seg,) = trace.segments
         prog = self._segment_cache[str_key(seg)] if str_key(seg) in self._segment_cache else compile_segment(seg.module, self.backend)
         plan = trace.plan
         bindings = seg.bindings
-        convert = [float_source(b, leaves) for b in bindings]
+        owners = trace.owners
+        convert = [_converter(leaves[b] if b < len(leaves) else None) for b in bindings]
 
         def run(leaves, gvals):
             sources = leaves + gvals[:n_arr] if n_arr else leaves
-            inputs = [(np.asarray(sources[b], np.float64) if conv else sources[b])
+            inputs = [sources[b] if conv is None else conv(sources[b])
                       for b, conv in zip(bindings, convert)]
             results = prog(inputs)
-            return apply_plan(plan, fresh_results(results, inputs, [None] * len(results)),
-                              sources)
+            own = [None if i is None else inputs[i] for i in owners]
+            return apply_plan(plan, fresh_results(results, inputs, own), sources)
 
         return Entry(guards, trace, run)
 
@@ -215,8 +224,22 @@ def str_key(seg) -> str:
     return str(seg.module)
 
 
-def float_source(b, leaves) -> bool:
-    return isinstance(b, int) and b < len(leaves) and isinstance(leaves[b], float)
+def _converter(x):
+    """How a source becomes a graph input: floats and numpy scalars as 0-d arrays."""
+    if isinstance(x, float):
+        return lambda v: np.asarray(v, np.float64)
+    if isinstance(x, np.generic):
+        return np.asarray
+    return None
+
+
+def _overlap_any(sources) -> bool:
+    arrs = [s for s in sources if isinstance(s, np.ndarray)]
+    for i in range(len(arrs)):
+        for j in range(i + 1, len(arrs)):
+            if arrs[i] is not arrs[j] and np.may_share_memory(arrs[i], arrs[j]):
+                return True
+    return False
 
 
 def _signature(fn):

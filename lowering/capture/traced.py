@@ -3,6 +3,7 @@ every call meets one rule table (`registry.FUNCTIONS`, `registry.UFUNCS`)."""
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import numpy as np
@@ -152,12 +153,19 @@ class TracedArray:
     def __getitem__(self, key):
         from .rules import indexing
 
-        return indexing.getitem(self, key)
+        try:
+            return indexing.getitem(self, key)
+        except Unsupported as e:
+            return self._t.eager_call(f"indexing: {e}", operator.getitem, (self, key), {})
 
     def __setitem__(self, key, value):
         from .rules import indexing
 
-        indexing.setitem(self, key, value)
+        try:
+            indexing.setitem(self, key, value)
+        except Unsupported as e:
+            self._t.eager_call(f"index assignment: {e}", operator.setitem, (self, key, value), {},
+                               mutates=self)
 
 
 def _binop(ufunc, name):

@@ -49,6 +49,11 @@ def user_location() -> tuple[str, int] | None:
     return None
 
 
+# numpy functions that write into their first argument
+MUTATING = frozenset([np.copyto, np.put, np.place, np.putmask, np.fill_diagonal,
+                      np.put_along_axis])
+
+
 class GraphBreakError(RuntimeError):
     """Raised under `fullgraph=True` where capture would have broken the graph."""
 
@@ -123,6 +128,9 @@ class Trace:
     breaks: list[BreakInfo] = field(default_factory=list)
     plan: OutputPlan | None = None
     mutates_inputs: bool = False
+    # per result of the last graph: the position of the graph input it may be
+    # returned as (an unchanged input of its own storage), else None
+    owners: list[int | None] = field(default_factory=list)
 
 
 class Tracer:
@@ -170,8 +178,10 @@ class Tracer:
         seg = self._close([st.value for st in storages] + extra)
         inputs = self._concrete_inputs(seg)
         results = self.run_segment(seg.module, inputs)
-        owners = [inputs[st.arg.index] if st.value is st.arg and st.arg in self.block.args
-                  else None for st in storages]
+        pos = [st.arg.index if st.value is st.arg and st.arg in self.block.args else None
+               for st in storages]
+        self.trace.owners = pos + [None] * len(extra)
+        owners = [None if i is None else inputs[i] for i in self.trace.owners]
         return inputs, fresh_results(results, inputs, owners)
 
     # ---- sources ----------------------------------------------------------
@@ -313,15 +323,26 @@ class Tracer:
             st.concrete = arr
         return [np_apply_all(t._steps, t._st.concrete) for t in needed]
 
-    def eager_call(self, reason: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+    def eager_call(self, reason: str, fn: Callable, args: tuple, kwargs: dict,
+                   mutates: "TracedArray | None" = None) -> Any:
         """A graph break around one numpy call: run it on concrete values and
-        trace on with its results as new inputs."""
+        trace on with its results as new inputs. Traced operands are handed
+        over as numpy views of their storage's concrete array, so an in-place
+        numpy function writes where numpy would; `mutates` names the array the
+        call writes to (its storage then counts as written)."""
+        if mutates is None and fn in MUTATING and args and isinstance(args[0], TracedArray):
+            mutates = args[0]
+        if mutates is not None and mutates._readonly:
+            raise ValueError("assignment destination is read-only")
         leaves, tdef = pytree.flatten((args, kwargs))
         traced = [x for x in leaves if isinstance(x, TracedArray)]
         concrete = iter(self.graph_break(reason, traced))
         leaves = [next(concrete) if isinstance(x, TracedArray) else x for x in leaves]
         a, k = pytree.unflatten(tdef, leaves)
         result = fn(*a, **k)
+        if mutates is not None:
+            mutates._st.mutated = True
+            mutates._st.version += 1  # cached view values are stale
         return self.adopt(result)
 
     def adopt(self, result: Any) -> Any:
@@ -338,15 +359,22 @@ class Tracer:
         return result
 
     # ---- the end ----------------------------------------------------------
-    def finish(self, result: Any) -> tuple[Any, Trace]:
+    def finish(self, result: Any) -> tuple[list, Trace]:
+        """Run the last graph; returns its results (writebacks not yet applied:
+        `apply_plan` does that once the caller accepts the trace)."""
         leaves, treedef = pytree.flatten(result)
         storages: dict[int, Storage] = {}
         plan_leaves: list[tuple] = []
         for x in leaves:
             if isinstance(x, TracedArray):
-                idx = list(storages).index(id(x._st)) if id(x._st) in storages else len(storages)
-                storages.setdefault(id(x._st), x._st)
-                plan_leaves.append(("out", idx, x._steps, x._scalar))
+                st = x._st
+                if (st.source is not None and not x._steps and st.value is st.arg
+                        and not isinstance(self.sources[st.source], np.ndarray)):
+                    plan_leaves.append(("source", st.source))  # a scalar argument handed back
+                    continue
+                idx = list(storages).index(id(st)) if id(st) in storages else len(storages)
+                storages.setdefault(id(st), st)
+                plan_leaves.append(("out", idx, x._steps, x._weak if x._weak else x._scalar))
             elif isinstance(x, np.ndarray):
                 i = self.source_ids.get(id(x))
                 if i is not None and self.sources[i] is x:
@@ -368,7 +396,7 @@ class Tracer:
         self.trace.plan = OutputPlan(treedef, plan_leaves, writebacks)
         self.trace.mutates_inputs = bool(writebacks)
         inputs, results = self._run(sts, [])
-        return apply_plan(self.trace.plan, results, self.sources), self.trace
+        return results, self.trace
 
 
 class LiveSet:
@@ -421,7 +449,11 @@ def apply_plan(plan: OutputPlan, results: list, sources: list) -> Any:
             arr = results[leaf[1]]
             for step in leaf[2]:
                 arr = step.np_apply(arr)
-            leaves.append(arr[()] if leaf[3] else arr)
+            scalar = leaf[3]
+            # scalar: True -> numpy scalar; a Python type -> a Python scalar
+            leaves.append(arr if not scalar else arr[()] if scalar is True else scalar(arr[()]))
+        elif kind == "source":
+            leaves.append(sources[leaf[1]])
         elif kind == "copy":
             leaves.append(leaf[1].copy())
         else:

@@ -42,11 +42,8 @@ def resolve(ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signature=
     if dtype is not None:
         sig = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout
     kw = {} if sig is None else {"signature": sig}
-    try:
-        return ufunc.resolve_dtypes(kinds + (None,) * ufunc.nout, casting=casting, **kw)
-    except TypeError as e:
-        # numpy's own error for this call (no loop / casting) with numpy's message
-        raise type(e)(str(e)) from None
+    # numpy's own errors (no loop, casting) propagate unchanged
+    return ufunc.resolve_dtypes(kinds + (None,) * ufunc.nout, casting=casting, **kw)
 
 
 def operand_value(tr, x, dtype: np.dtype):
@@ -79,7 +76,14 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     else:
         v = p.ufunc(name, vals, out_dt)
     scalar = shape == ()
-    return tr.wrap(v, scalar=scalar)
+    # Python-float arithmetic stays Python: a result computed only from Python
+    # scalars (traced float arguments, literals) is handed back as float/bool
+    weak = None
+    if scalar and any(isinstance(x, TracedArray) and x._weak is float for x in inputs) and all(
+            (isinstance(x, TracedArray) and x._weak is not None) or type(x) in (bool, int, float)
+            for x in inputs):
+        weak = {"f": float, "b": bool}.get(out_dt.kind)
+    return tr.wrap(v, scalar=scalar, weak=weak)
 
 
 @ufunc_method("__call__")
@@ -96,6 +100,9 @@ def call(tr, ufunc, *inputs, out=None, dtype=None, casting="same_kind", where=Tr
     if ufunc.nout != 1:
         raise Unsupported(f"ufunc {ufunc.__name__} has {ufunc.nout} outputs")
     out = check_out(out)
+    if out is not None:  # numpy's own casting error for the output, before any op
+        kinds = tuple(_operand_kind(x) for x in inputs)
+        ufunc.resolve_dtypes(kinds + (out.dtype,), casting=casting)
     res = apply(tr, ufunc, inputs, dtype, casting, signature)
     if out is None:
         return res
