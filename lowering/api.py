@@ -30,7 +30,7 @@ from .config import config, logger
 from .pipeline import compile_segment
 
 MODES = ("default", "reduce-overhead", "max-autotune")
-BACKENDS = ("numpy",)
+BACKENDS = ("numpy", "cpu")
 
 
 class Stats(dict):
@@ -150,11 +150,13 @@ class CompiledFunction:
         return results, trace
 
     def _run_segment(self, module, inputs):
-        text = str(module)
-        prog = self._segment_cache.get(text)
+        layouts = [layout_of(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
+        key = (str(module), tuple(layouts))
+        prog = self._segment_cache.get(key)
         if prog is None:
-            prog = compile_segment(module, self.backend)
-            self._segment_cache[text] = prog
+            prog = compile_segment(module, self.backend, layouts)
+            self._segment_cache[key] = prog
+        self._last_key = key
         return prog(inputs)
 
     # ---- entries ------------------------------------------------------------
@@ -171,7 +173,7 @@ class CompiledFunction:
 
             return Entry(guards, trace, run_lazy)
         (seg,) = trace.segments
-        prog = self._segment_cache[str_key(seg)] if str_key(seg) in self._segment_cache else compile_segment(seg.module, self.backend)
+        prog = self._segment_cache[self._last_key]
         plan = trace.plan
         bindings = seg.bindings
         owners = trace.owners
@@ -218,10 +220,6 @@ class CompiledFunction:
         for j, g in enumerate(self._scalars):
             checks.append(Check("G", n_arr + j, g.name, "value", gvals[n_arr + j]))
         return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves)
-
-
-def str_key(seg) -> str:
-    return str(seg.module)
 
 
 def _converter(x):

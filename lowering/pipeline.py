@@ -49,11 +49,19 @@ def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
     return module
 
 
-def compile_segment(module: ModuleOp, backend: str = "numpy") -> Callable:
+def compile_segment(module: ModuleOp, backend: str = "numpy",
+                    layouts: list[str] | None = None) -> Callable:
+    """Tensor passes, then the backend. `layouts` gives each input's memory
+    layout class ("C", "F", "strided"), which the CPU backend compiles for."""
     module = module.clone()
     run_passes(module)
     if backend == "numpy":
         from .backends.numpy_backend import compile_module
 
         return compile_module(module)
+    if backend == "cpu":
+        from .backends.cpu_backend import compile_module as compile_cpu
+
+        n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
+        return compile_cpu(module, layouts or ["C"] * n)
     raise ValueError(f"unknown backend {backend!r}")

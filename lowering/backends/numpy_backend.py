@@ -115,7 +115,11 @@ _CMP = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
 
 
 def _reduce(op: A.ReduceOp):
-    f, axes = _REDUCE[op.kind.data], _ints(op.axes)
+    kind, axes = op.kind.data, _ints(op.axes)
+    f = _REDUCE[kind]
+    if kind in ("sum", "prod"):
+        # in the element type, as the op says (np.sum would widen int32/bool to int64)
+        return lambda x: _arr(f(x, axis=axes, dtype=x.dtype))
     return lambda x: _arr(f(x, axis=axes))
 
 
@@ -146,7 +150,7 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.ReduceOp: _reduce,
     A.ArgReduceOp: lambda op: (lambda f, ax: lambda x: _arr(f(x, axis=ax)).astype(np.int64))(
         np.argmax if op.kind.data == "argmax" else np.argmin, op.axis.value.data),
-    A.ScanOp: lambda op: (lambda f, ax: lambda x: f(x, axis=ax))(
+    A.ScanOp: lambda op: (lambda f, ax: lambda x: f(x, axis=ax, dtype=x.dtype))(
         np.cumsum if op.kind.data == "sum" else np.cumprod, op.axis.value.data),
     A.DotOp: lambda op: lambda a, b: _arr(np.matmul(a, b)),
     A.IotaOp: _iota,
@@ -183,6 +187,7 @@ def compile_module(module: ModuleOp) -> Program:
     n_inputs = len(slots)
     steps = []
     outputs: tuple[int, ...] = ()
+    known: dict = {}  # values computable at compile time (constants and ops on them)
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             outputs = tuple(slots[v] for v in op.arguments)
@@ -191,6 +196,22 @@ def compile_module(module: ModuleOp) -> Program:
         if rule is None:
             raise NotImplementedError(f"numpy backend: no rule for {op.name}")
         run = rule(op)
-        slots[op.results[0]] = len(slots)
-        steps.append((run, tuple(slots[v] for v in op.operands), slots[op.results[0]]))
-    return Program(n_inputs, len(slots), steps, outputs)
+        res = op.results[0]
+        slots[res] = len(slots)
+        if all(v in known for v in op.operands):
+            with np.errstate(all="ignore"):
+                value = np.array(run(*[known[v] for v in op.operands]))
+            value.flags.writeable = False
+            known[res] = value
+            run = (lambda v: lambda: v)(value)
+            steps.append((run, (), slots[res]))
+            continue
+        steps.append((run, tuple(slots[v] for v in op.operands), slots[res]))
+    # steps that only feed folded values are dead
+    live = set(outputs)
+    kept = []
+    for run, ins, out in reversed(steps):
+        if out in live:
+            kept.append((run, ins, out))
+            live.update(ins)
+    return Program(n_inputs, len(slots), kept[::-1], outputs)

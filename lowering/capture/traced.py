@@ -168,14 +168,30 @@ class TracedArray:
                                mutates=self)
 
 
+def _python_scalar(x) -> bool:
+    """A Python scalar in the user's program: a literal or a traced float argument."""
+    return type(x) in (bool, int, float) or (isinstance(x, TracedArray) and x._weak is not None)
+
+
+def _as_python(r, *operands):
+    """An operator whose operands are all Python scalars is Python arithmetic in
+    the eager program: its result is a Python float/bool, not a numpy scalar
+    (an explicit `np.multiply(s, 2.0)` still gives np.float64)."""
+    if isinstance(r, TracedArray) and all(_python_scalar(o) for o in operands):
+        r._weak = {"f": float, "b": bool}.get(r.dtype.kind)
+    return r
+
+
 def _binop(ufunc, name):
     def fwd(self, other):
-        return ufunc(self, other)
+        return _as_python(ufunc(self, other), self, other)
 
     def rev(self, other):
-        return ufunc(other, self)
+        return _as_python(ufunc(other, self), other, self)
 
     def inplace(self, other):
+        if self._scalar:  # numpy scalars and Python floats are immutable: x += y rebinds x
+            return fwd(self, other)
         return ufunc(self, other, out=(self,))
 
     fwd.__name__, rev.__name__, inplace.__name__ = f"__{name}__", f"__r{name}__", f"__i{name}__"
@@ -194,14 +210,15 @@ for _name, _uf in [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
 
 for _name, _uf in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
                    ("le", np.less_equal), ("gt", np.greater), ("ge", np.greater_equal)]:
-    setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self, other: uf(self, other))(_uf))
+    setattr(TracedArray, f"__{_name}__",
+            (lambda uf: lambda self, other: _as_python(uf(self, other), self, other))(_uf))
 
 for _name, _uf in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolute),
                    ("invert", np.invert)]:
-    setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self: uf(self))(_uf))
+    setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self: _as_python(uf(self), self))(_uf))
 
-TracedArray.__divmod__ = lambda self, o: (np.floor_divide(self, o), np.remainder(self, o))  # type: ignore[attr-defined]
-TracedArray.__rdivmod__ = lambda self, o: (np.floor_divide(o, self), np.remainder(o, self))  # type: ignore[attr-defined]
+TracedArray.__divmod__ = lambda self, o: (self // o, self % o)  # type: ignore[attr-defined]
+TracedArray.__rdivmod__ = lambda self, o: (o // self, o % self)  # type: ignore[attr-defined]
 
 
 def _method(fn):

@@ -1,13 +1,15 @@
 """Indexing: basic indexing (ints, slices with steps, None, Ellipsis) is a view
-(slice step + reshape step); integer-array indexing is a gather; assignment
-through either is functionalized (insert_slice / scatter)."""
+(slice step + reshape step); integer-array indexing is a gather
+(`advanced.py`); assignment through either is functionalized (insert_slice /
+scatter)."""
 
 from __future__ import annotations
+
+import operator
 
 import numpy as np
 
 from ..traced import TracedArray
-from ..tracer import Unsupported
 from ..views import SliceStep
 
 
@@ -31,20 +33,28 @@ def _expand_key(key, ndim: int):
     return out
 
 
+def _is_int(k) -> bool:
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
+
+
 def _is_basic(key) -> bool:
     keys = key if isinstance(key, tuple) else (key,)
-    for k in keys:
-        if k is None or k is Ellipsis or isinstance(k, slice):
-            continue
-        if isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)):
-            continue
-        return False
-    return True
+    return all(k is None or k is Ellipsis or isinstance(k, slice) or _is_int(k) for k in keys)
+
+
+def _slice_indices(k: slice, n: int) -> tuple[int, int, int]:
+    """slice.indices, but a traced bound is a graph break (its value decides
+    the shape) rather than a TypeError."""
+    parts = [k.start, k.stop, k.step]
+    for i, b in enumerate(parts):
+        if isinstance(b, TracedArray):
+            parts[i] = operator.index(b)
+    return slice(*parts).indices(n)
 
 
 def basic_view(x: TracedArray, key) -> TracedArray:
     """x[key] for a basic key: one slice step, then one reshape step that drops
-    integer-indexed dims and inserts new axes."""
+    integer-indexed dims and inserts new axes. Always a new view (never x)."""
     tr = x._t
     items = _expand_key(key, x.ndim)
     start, step, sizes, final = [], [], [], []
@@ -55,36 +65,70 @@ def basic_view(x: TracedArray, key) -> TracedArray:
             continue
         n = x.shape[d]
         if isinstance(k, slice):
-            b, e, s = k.indices(n)
+            b, e, s = _slice_indices(k, n)
             cnt = len(range(b, e, s))
             start.append(b if cnt else 0)
             step.append(s)
             sizes.append(cnt)
             final.append(cnt)
         else:
-            i = int(k)
+            i = operator.index(k)
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {d} with size {n}")
             start.append(i % n)
             step.append(1)
             sizes.append(1)
         d += 1
-    out = x
-    if tuple(sizes) != x.shape or any(start) or any(s != 1 for s in step):
-        out = tr.view(x, SliceStep(tuple(start), tuple(step), tuple(sizes)))
+    out = tr.view(x, SliceStep(tuple(start), tuple(step), tuple(sizes)))
     if tuple(final) != out.shape:
         out = tr.reshape(out, tuple(final))
-    elif out is x:
-        out = tr.view(x, SliceStep(tuple(start), tuple(step), tuple(sizes)))
     return out
+
+
+def _is_element(key, ndim: int) -> bool:
+    """numpy returns a scalar (a copy) when integers index every dimension."""
+    keys = key if isinstance(key, tuple) else (key,)
+    return len(keys) == ndim and all(_is_int(k) for k in keys)
 
 
 def getitem(x: TracedArray, key):
     if _is_basic(key):
-        return basic_view(x, key)
+        out = basic_view(x, key)
+        if _is_element(key, x.ndim):
+            return x._t.wrap(out._v(), scalar=True)
+        return out
     from . import advanced
 
     return advanced.getitem(x, key)
+
+
+def value_for(tr, value, dtype: np.dtype) -> TracedArray:
+    """The right-hand side of `x[...] = value` converted to x's dtype the way
+    numpy's setitem converts it (Python scalars with numpy's own overflow and
+    NaN-to-int errors; arrays with an unsafe cast)."""
+    if isinstance(value, (bool, int, float, complex, np.generic)):
+        tmp = np.empty((), dtype=dtype)
+        tmp[()] = value  # numpy's conversion, numpy's errors
+        return tr.wrap(tr.prims.constant(tmp[()], dtype))
+    val = tr.lift(value)
+    return tr.wrap(tr.prims.cast(val._v(), dtype)) if val.dtype != dtype else val
+
+
+def _shape_str(shape) -> str:
+    """A shape the way numpy's indexing errors print it: `(2,3)`, `(4,)`."""
+    return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+def fit_value(tr, val: TracedArray, shape, error):
+    """val broadcast to `shape` as numpy's setitem does (leading size-1 dims of
+    the value may be dropped); `error()` is raised where numpy refuses."""
+    vshape = tuple(val.shape)
+    while len(vshape) > len(shape) and vshape[0] == 1:
+        vshape = vshape[1:]
+    if len(vshape) > len(shape) or any(a not in (1, b) for a, b in zip(vshape[::-1], shape[::-1])):
+        raise error()
+    p = tr.prims
+    return p.broadcast(p.reshape(val._v(), vshape), tuple(shape))
 
 
 def setitem(x: TracedArray, key, value) -> None:
@@ -93,15 +137,17 @@ def setitem(x: TracedArray, key, value) -> None:
         raise ValueError("assignment destination is read-only")
     if _is_basic(key):
         target = basic_view(x, key)
-        p = tr.prims
-        val = tr.lift(value)
-        if np.broadcast_shapes(val.shape, target.shape) != target.shape:
-            raise ValueError(
-                f"could not broadcast input array from shape {val.shape} into shape {target.shape}"
-            )
-        v = p.broadcast(p.cast(val._v(), target.dtype), target.shape)
+        val = value_for(tr, value, target.dtype)
+        if _is_element(key, x.ndim) and val.ndim:
+            raise ValueError("setting an array element with a sequence.")
+        v = fit_value(tr, val, target.shape, lambda: ValueError(
+            f"could not broadcast input array from shape {_shape_str(val.shape)} into shape "
+            f"{_shape_str(target.shape)}"))
         tr.write(target, v)
         return
     from . import advanced
 
     advanced.setitem(x, key, value)
+
+
+from . import advanced  # noqa: E402,F401  (registers take, take_along_axis, add.at, ...)

@@ -1,6 +1,13 @@
-"""Reductions, written the way numpy's own `_methods.py` computes them so that
-dtypes and rounding follow numpy (mean divides a float64-promoted sum by the
-count; var squares deviations from the keepdims mean)."""
+"""Reductions, written the way numpy computes them so that dtypes, rounding and
+errors follow numpy: `sum`/`prod`/`max`/`min`/`all`/`any` are the ufunc
+reductions of `add`/`multiply`/`maximum`/`minimum`/`logical_and`/`logical_or`;
+`mean`/`var`/`std`/`ptp` mirror numpy's `_core/_methods.py` step by step (mean
+divides the sum, in the loop dtype numpy picks for `sum / intp(count)`, and casts
+back; var squares deviations from the keepdims mean); the nan-functions mirror
+`lib/_nanfunctions_impl.py`; `average` mirrors `lib/_function_base_impl.py`.
+
+numpy decides every dtype: reductions ask the ufunc itself on a one-element
+dummy, divisions ask `true_divide.resolve_dtypes`."""
 
 from __future__ import annotations
 
@@ -9,178 +16,335 @@ import numpy as np
 from ..registry import rule, ufunc_method
 from ..traced import TracedArray
 from ..tracer import Unsupported
-from .common import check_out, normalize_axes, normalize_axis, store_out
+from .common import check_out, normalize_axis, static_int
 
-_KIND = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min",
-         "logical_and": "all", "logical_or": "any"}
-_ORACLE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min, "all": np.all,
-           "any": np.any}
+_NoValue = np._NoValue  # type: ignore[attr-defined]
+_INTP = np.dtype(np.intp)
+
+UFUNC_OF = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
+            "all": np.logical_and, "any": np.logical_or}
+KIND_OF = {uf.__name__: k for k, uf in UFUNC_OF.items()}
 
 
-def _finish(tr, v, x: TracedArray, axes, keepdims: bool, out, scalar_ok=True):
-    p = tr.prims
+def _given(x) -> bool:
+    return x is not None and x is not _NoValue
+
+
+def _flag(x) -> bool:
+    return False if x is _NoValue else bool(x)
+
+
+def _check_where(where, what: str) -> None:
+    if where is not True and where is not _NoValue:
+        raise Unsupported(f"where= in {what}")
+
+
+def strong(tr, x) -> TracedArray:
+    """`np.asanyarray(x)`: Python scalars lose NEP 50 weakness."""
+    t = tr.lift(x)
+    return t if t._weak is None else tr.wrap(t._v())
+
+
+# ---- axes ------------------------------------------------------------------
+def reduce_axes(axis, ndim: int, legacy_0d: bool = True) -> tuple[int, ...]:
+    """numpy's axis handling for a reduction: None, an int or a tuple (a list is
+    a TypeError); duplicates are a ValueError. ufunc reductions of a 0-d array
+    accept the int axes 0 and -1 (numpy's legacy rule), not `(0,)`."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, tuple):
+        axes = tuple(normalize_axis(a, ndim) for a in axis)
+        if len(set(axes)) != len(axes):
+            raise ValueError("duplicate value in 'axis'")
+        return tuple(sorted(axes))
+    if isinstance(axis, TracedArray):
+        raise Unsupported("axis must be static")
+    a = static_int(axis, "axis")
+    if ndim == 0 and legacy_0d and a in (0, -1):
+        return ()
+    return (normalize_axis(a, ndim),)
+
+
+def kept_shape(shape, axes) -> tuple[int, ...]:
+    return tuple(1 if d in axes else n for d, n in enumerate(shape))
+
+
+def reduced_shape(shape, axes, keepdims: bool) -> tuple[int, ...]:
     if keepdims:
-        v = p.reshape(v, tuple(1 if d in axes else n for d, n in enumerate(x.shape)))
-    res = tr.wrap(v, scalar=scalar_ok and not keepdims and len(axes) == x.ndim)
-    out = check_out(out)
-    if out is None:
-        return res
-    return store_out(tr, out, res, "unsafe")
+        return kept_shape(shape, axes)
+    return tuple(n for d, n in enumerate(shape) if d not in axes)
 
 
-def reduce(tr, x, kind: str, axis=None, dtype=None, out=None, keepdims=False, initial=None,
-           where=True):
-    if where is not True:
-        raise Unsupported("where= in a reduction")
-    x = tr.lift(x)
-    axes = normalize_axes(axis, x.ndim)
-    # numpy decides the result dtype: ask it on a one-element array of x's dtype
-    res_dt = _ORACLE[kind](np.ones((1,) * x.ndim, dtype=x.dtype), dtype=dtype).dtype \
-        if kind in ("sum", "prod") else (np.dtype(np.bool_) if kind in ("any", "all") else x.dtype)
-    if kind in ("max", "min") and any(x.shape[a] == 0 for a in axes) and initial is None:
-        name = "maximum" if kind == "max" else "minimum"
-        raise ValueError(f"zero-size array to reduction operation {name} which has no identity")
-    p = tr.prims
-    v = p.cast(x._v(), res_dt)
-    v = p.reduce(v, kind, axes)
-    if initial is not None:
-        from .ufuncs import apply
-
-        uf = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum,
-              "all": np.logical_and, "any": np.logical_or}[kind]
-        r = apply(tr, uf, [tr.wrap(v), initial], dtype=res_dt)
-        v = p.cast(r._v(), res_dt)
-    return _finish(tr, v, x, axes, keepdims, out)
-
-
-for _k, _f in _ORACLE.items():
-    @rule(_f, *([np.amax] if _k == "max" else [np.amin] if _k == "min" else []))
-    def _r(tr, a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
-           _kind=_k):
-        if _kind in ("max", "min", "all", "any") and dtype is not None:
-            raise TypeError(f"{_kind}() got an unexpected keyword argument 'dtype'")
-        return reduce(tr, a, _kind, axis, dtype, out, keepdims, initial, where)
-
-
-@ufunc_method("reduce")
-def ufunc_reduce(tr, ufunc, a, axis=0, dtype=None, out=None, keepdims=False, initial=None,
-                 where=True):
-    kind = _KIND.get(ufunc.__name__)
-    if kind is None:
-        raise Unsupported(f"{ufunc.__name__}.reduce")
-    if kind in ("all", "any"):
-        a = np.asarray(a).astype(bool) if not isinstance(a, TracedArray) else a
-    return reduce(tr, a, kind, axis, dtype, out, keepdims, initial, where)
-
-
-def _count(x: TracedArray, axes) -> int:
+def count(shape, axes) -> int:
     n = 1
     for a in axes:
-        n *= x.shape[a]
+        n *= shape[a]
     return n
 
 
-def _mean_dtype(x: TracedArray, dtype):
-    if dtype is not None:
-        return np.dtype(dtype), False
-    if x.dtype.kind in "biu":
-        return np.dtype(np.float64), False
-    if x.dtype == np.float16:
-        return np.dtype(np.float32), True
-    return x.dtype, False
+def check_reduce_out(out, shape, opname: str, keepdims: bool):
+    """numpy's reductions want `out` of exactly the result shape."""
+    out = check_out(out)
+    if out is None:
+        return None
+    if out.ndim != len(shape):
+        extra = " (must match the operand's when keepdims=True)" if keepdims else ""
+        raise ValueError(
+            f"output parameter for reduction operation {opname} has the wrong number of "
+            f"dimensions: Found {out.ndim} but expected {len(shape)}{extra}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(
+            f"output parameter for reduction operation {opname} has a non-matching "
+            f"dimension: found {out.shape} but expected {tuple(shape)}")
+    return out
 
 
-@rule(np.mean)
-def mean(tr, a, axis=None, dtype=None, out=None, keepdims=False, where=True):
-    if where is not True:
-        raise Unsupported("where= in mean")
-    x = tr.lift(a)
-    axes = normalize_axes(axis, x.ndim)
-    acc, f16 = _mean_dtype(x, dtype)
+def finish(tr, v, out, scalar_ok: bool = True) -> TracedArray:
+    """Wrap a result value (already in its final shape); write it through `out`
+    (unsafe cast, as numpy's reductions do) and return `out` when given. numpy
+    hands back a scalar for a 0-d result without `out`."""
     p = tr.prims
-    s = p.reduce(p.cast(x._v(), acc), "sum", axes)
-    # numpy: true_divide(sum, intp(count), out=sum, casting="unsafe")
-    div_dt = np.result_type(acc, np.intp)
-    q = p.ufunc("divide", [p.cast(s, div_dt), p.constant(_count(x, axes), div_dt, p_shape(s))], div_dt)
-    q = p.cast(q, np.dtype(np.float16) if f16 else acc)
-    return _finish(tr, q, x, axes, keepdims, out)
+    if out is None:
+        return tr.wrap(v, scalar=scalar_ok and v.type.get_shape() == ())
+    tr.write(out, p.cast(v, out.dtype))
+    return out
 
 
-def p_shape(v):
-    return v.type.get_shape()
-
-
-def _bcast_const(p, value, dtype, v):
-    c = p.constant(value, dtype)
-    return p.broadcast(c, p_shape(v))
-
-
-@rule(np.var)
-def var(tr, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, mean=None,
-        correction=None):
-    v = _var(tr, a, axis, dtype, ddof if correction is None else correction, where, mean)
-    x = tr.lift(a)
-    return _finish(tr, v, x, normalize_axes(axis, x.ndim), keepdims, out)
-
-
-@rule(np.std)
-def std(tr, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, where=True, mean=None,
-        correction=None):
-    v = _var(tr, a, axis, dtype, ddof if correction is None else correction, where, mean)
-    v = tr.prims.ufunc("sqrt", [v], v.type.element_type and _dt(v))
-    x = tr.lift(a)
-    return _finish(tr, v, x, normalize_axes(axis, x.ndim), keepdims, out)
-
-
-def _dt(v):
+def _dtype_of(v) -> np.dtype:
     from ..prims import dtype_of
 
     return dtype_of(v)
 
 
-def _var(tr, a, axis, dtype, ddof, where, mean_arg):
-    if where is not True or mean_arg is not None:
-        raise Unsupported("where=/mean= in var/std")
-    x = tr.lift(a)
-    if x.dtype.kind == "c":
-        raise Unsupported("complex var")
-    axes = normalize_axes(axis, x.ndim)
-    acc, f16 = _mean_dtype(x, dtype)
-    p = tr.prims
-    n = _count(x, axes)
-    keep = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
-    xv = p.cast(x._v(), acc) if x.dtype.kind in "biu" or dtype is not None or f16 else x._v()
-    s = p.reshape(p.reduce(p.cast(x._v(), acc), "sum", axes), keep)
-    div_dt = np.result_type(acc, np.intp)
-    m = p.cast(p.ufunc("divide", [p.cast(s, div_dt), _bcast_const(p, n, div_dt, s)], div_dt), acc)
-    # x - arrmean (numpy promotes x with the accumulation dtype)
-    sub_dt = np.result_type(_dt(xv), acc)
-    d = p.ufunc("subtract", [p.cast(xv, sub_dt), p.broadcast(p.cast(m, sub_dt), x.shape)], sub_dt)
-    sq = p.ufunc("multiply", [d, d], sub_dt)
-    r = p.reduce(p.cast(sq, acc), "sum", axes)
-    cnt = max(n - ddof, 0)
-    q = p.cast(p.ufunc("divide", [p.cast(r, div_dt), _bcast_const(p, cnt, div_dt, r)], div_dt), acc)
-    return p.cast(q, np.dtype(np.float16)) if f16 else q
+def _divide(p, v, divisor, target: np.dtype):
+    """`true_divide(v, divisor)` in the loop numpy picks for (v.dtype,
+    divisor's numpy scalar dtype), cast to `target` (numpy's out=/scalar-type
+    cast back)."""
+    loop = np.true_divide.resolve_dtypes((_dtype_of(v), divisor.dtype, None))
+    shape = v.type.get_shape()
+    c = p.broadcast(p.constant(divisor, loop[1]), shape)
+    q = p.ufunc("divide", [p.cast(v, loop[0]), c], loop[2])
+    return p.cast(q, target)
 
 
-def _argreduce(tr, a, kind, axis=None, out=None, keepdims=False):
-    x = tr.lift(a)
+# ---- ufunc reductions ------------------------------------------------------
+def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoValue):
+    """The reduced value of x over axes (axes removed), in numpy's dtype."""
+    uf = UFUNC_OF[kind]
     p = tr.prims
-    if axis is None:
-        v = p.reshape(x._v(), (x.size,))
-        ax, flat = 0, True
+    if kind in ("all", "any") and dtype is None:
+        dtype = np.dtype(np.bool_)
+    res_dt = uf.reduce(np.zeros((1,), x.dtype), dtype=dtype).dtype
+    empty = any(x.shape[a] == 0 for a in axes)
+    init = None
+    if _given(initial):
+        if isinstance(initial, TracedArray):
+            raise Unsupported("a traced initial=")
+        # numpy's own conversion of `initial` (and its errors)
+        init = uf.reduce(np.zeros((0,), x.dtype), dtype=dtype, initial=initial)
+    if empty and axes and kind in ("max", "min") and init is None:
+        raise ValueError(f"zero-size array to reduction operation {uf.__name__} which has no "
+                         "identity")
+    out_shape = reduced_shape(x.shape, axes, False)
+    if empty and axes and init is not None:
+        return p.broadcast(p.constant(init, res_dt), out_shape)
+    if kind in ("all", "any"):
+        v = p.cast(p.reduce(p.cast(x._v(), np.dtype(np.bool_)), kind, axes), res_dt)
     else:
-        ax, flat = normalize_axis(axis, x.ndim), False
-        v = x._v()
-    n = x.size if flat else x.shape[ax]
+        v = p.reduce(p.cast(x._v(), res_dt), kind, axes)
+    if init is not None:
+        c = p.broadcast(p.constant(init, res_dt), out_shape)
+        v = p.cast(p.ufunc(uf.__name__, [v, c], res_dt), res_dt)
+    return v
+
+
+def reduce(tr, a, kind: str, axis=None, dtype=None, out=None, keepdims=False,
+           initial=_NoValue, where=True, legacy_0d: bool = True):
+    _check_where(where, f"np.{kind}")
+    keepdims = _flag(keepdims)
+    x = strong(tr, a)
+    axes = reduce_axes(axis, x.ndim, legacy_0d)
+    out = check_reduce_out(out, reduced_shape(x.shape, axes, keepdims),
+                           UFUNC_OF[kind].__name__, keepdims)
+    v = reduce_value(tr, x, kind, axes, dtype, initial)
+    if keepdims:
+        v = tr.prims.reshape(v, kept_shape(x.shape, axes))
+    return finish(tr, v, out)
+
+
+def _make_rule(kind: str):
+    no_dtype = kind in ("max", "min", "all", "any")
+
+    if no_dtype:
+        def impl(tr, a, axis=None, out=None, keepdims=False, initial=_NoValue, where=True,
+                 **kw):
+            if kw:
+                raise TypeError(f"{kind}() got an unexpected keyword argument "
+                                f"'{next(iter(kw))}'")
+            if kind in ("all", "any") and _given(initial):
+                raise TypeError(f"{kind}() got an unexpected keyword argument 'initial'")
+            return reduce(tr, a, kind, axis, None, out, keepdims, initial, where)
+    else:
+        def impl(tr, a, axis=None, dtype=None, out=None, keepdims=False, initial=_NoValue,
+                 where=True):
+            return reduce(tr, a, kind, axis, dtype, out, keepdims, initial, where)
+
+    impl.__name__ = kind
+    return impl
+
+
+rule(np.sum)(_make_rule("sum"))
+rule(np.prod)(_make_rule("prod"))
+rule(np.max, np.amax)(_make_rule("max"))
+rule(np.min, np.amin)(_make_rule("min"))
+rule(np.all)(_make_rule("all"))
+rule(np.any)(_make_rule("any"))
+
+
+@ufunc_method("reduce")
+def ufunc_reduce(tr, ufunc, array, axis=0, dtype=None, out=None, keepdims=False,
+                 initial=_NoValue, where=True):
+    kind = KIND_OF.get(ufunc.__name__)
+    if kind is None:
+        raise Unsupported(f"{ufunc.__name__}.reduce")
+    return reduce(tr, array, kind, axis, dtype, out, keepdims, initial, where)
+
+
+# ---- mean / var / std --------------------------------------------------------
+def _array_result(out, shape) -> bool:
+    """numpy's `isinstance(ret, ndarray)` after a reduction."""
+    return out is not None or tuple(shape) != ()
+
+
+@rule(np.mean)
+def mean(tr, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
+    _check_where(where, "np.mean")
+    keepdims = _flag(keepdims)
+    x = strong(tr, a)
+    axes = reduce_axes(axis, x.ndim, legacy_0d=False)
+    rshape = reduced_shape(x.shape, axes, keepdims)
+    out = check_reduce_out(out, rshape, "add", keepdims)
+    p = tr.prims
+    f16_result = False
+    if dtype is None:
+        if x.dtype.kind in "biu":
+            dtype = np.dtype(np.float64)
+        elif x.dtype == np.float16:
+            dtype, f16_result = np.dtype(np.float32), True
+    # ret = umr_sum(arr, axis, dtype, out, keepdims)
+    s = reduce_value(tr, x, "sum", axes, dtype)
+    s = p.reshape(s, rshape)
+    ret_dt = out.dtype if out is not None else _dtype_of(s)
+    s = p.cast(s, ret_dt)
+    n = np.intp(count(x.shape, axes))
+    if _array_result(out, rshape):
+        # true_divide(ret, rcount, out=ret, casting='unsafe'); then arr.dtype.type(ret)
+        q = _divide(p, s, n, ret_dt)
+        if f16_result and out is None:
+            q = p.cast(q, x.dtype)
+    else:
+        # arr.dtype.type(ret / rcount) for float16, else ret.dtype.type(ret / rcount)
+        q = _divide(p, s, n, x.dtype if f16_result else ret_dt)
+    return finish(tr, q, out)
+
+
+def _var(tr, a, axis, dtype, out, ddof, keepdims, where, mean_arg, what):
+    _check_where(where, what)
+    if _given(mean_arg):
+        raise Unsupported(f"mean= in {what}")
+    if isinstance(ddof, TracedArray):
+        raise Unsupported("a traced ddof")
+    keepdims = _flag(keepdims)
+    x = strong(tr, a)
+    if x.dtype.kind == "c":
+        raise Unsupported("complex var/std")
+    axes = reduce_axes(axis, x.ndim, legacy_0d=False)
+    rshape = reduced_shape(x.shape, axes, keepdims)
+    out = check_reduce_out(out, rshape, "add", keepdims)
+    p = tr.prims
+    if dtype is None and x.dtype.kind in "biu":
+        dtype = np.dtype(np.float64)
+    n = np.intp(count(x.shape, axes))
+    # arrmean = umr_sum(arr, axis, dtype, keepdims=True); true_divide(.., out=arrmean)
+    m = p.reshape(reduce_value(tr, x, "sum", axes, dtype), kept_shape(x.shape, axes))
+    m = _divide(p, m, n, _dtype_of(m))
+    # x = subtract(arr, arrmean); x = square(x) (multiply(x, conj(x)) for bool: same)
+    sub = np.subtract.resolve_dtypes((x.dtype, _dtype_of(m), None))
+    d = p.ufunc("subtract", [p.cast(x._v(), sub[0]), p.broadcast(p.cast(m, sub[1]), x.shape)],
+                sub[2])
+    sq = p.ufunc("multiply", [d, d], sub[2])
+    # ret = umr_sum(x, axis, dtype, out, keepdims)
+    r = p.reshape(reduce_value(tr, tr.wrap(sq), "sum", axes, dtype), rshape)
+    ret_dt = out.dtype if out is not None else _dtype_of(r)
+    r = p.cast(r, ret_dt)
+    # rcount = maximum(rcount - ddof, 0); ret = ret / rcount
+    rc = np.maximum(n - ddof, 0)
+    r = _divide(p, r, rc, ret_dt)
+    return x, r, out, rshape
+
+
+@rule(np.var)
+def var(tr, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
+        mean=_NoValue, correction=_NoValue):
+    ddof = _ddof(ddof, correction)
+    _, r, out, _ = _var(tr, a, axis, dtype, out, ddof, keepdims, where, mean, "np.var")
+    return finish(tr, r, out)
+
+
+@rule(np.std)
+def std(tr, a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True,
+        mean=_NoValue, correction=_NoValue):
+    ddof = _ddof(ddof, correction)
+    _, r, out, rshape = _var(tr, a, axis, dtype, out, ddof, keepdims, where, mean, "np.std")
+    p = tr.prims
+    dt = _dtype_of(r)
+    loop = np.sqrt.resolve_dtypes((dt, None))
+    if _array_result(out, rshape):
+        # sqrt(ret, out=ret): numpy's same_kind check on the output (and its error)
+        np.sqrt(np.zeros((1,), dt), out=np.zeros((1,), dt))
+    q = p.cast(p.ufunc("sqrt", [p.cast(r, loop[0])], loop[1]), dt)
+    return finish(tr, q, out)
+
+
+def _ddof(ddof, correction):
+    if correction is not _NoValue:
+        if ddof != 0:
+            raise ValueError("ddof and correction can't be provided simultaneously.")
+        return correction
+    return ddof
+
+
+# ---- argmax / argmin -------------------------------------------------------
+def _argreduce(tr, a, kind, axis=None, out=None, keepdims=False):
+    keepdims = _flag(keepdims)
+    x = strong(tr, a)
+    p = tr.prims
+    v = x._v()
+    if axis is None or x.ndim == 0:
+        if axis is not None:
+            if isinstance(axis, tuple):
+                raise TypeError("'tuple' object cannot be interpreted as an integer")
+            normalize_axis(axis, 1)
+        v = p.reshape(v, (x.size,))
+        ax, n = 0, x.size
+        rshape = (1,) * x.ndim if keepdims else ()
+    else:
+        if isinstance(axis, (tuple, list)):
+            raise TypeError(f"'{type(axis).__name__}' object cannot be interpreted as an integer")
+        ax = normalize_axis(axis, x.ndim)
+        n = x.shape[ax]
+        rshape = reduced_shape(x.shape, (ax,), keepdims)
     if n == 0:
         raise ValueError(f"attempt to get {kind} of an empty sequence")
-    r = p.argreduce(v, kind, ax)
-    if keepdims:
-        r = p.reshape(r, (1,) * x.ndim if flat else tuple(1 if d == ax else s for d, s in enumerate(x.shape)))
-    res = tr.wrap(r, scalar=flat and not keepdims)
     out = check_out(out)
-    return res if out is None else store_out(tr, out, res, "unsafe")
+    if out is not None:
+        if not np.can_cast(out.dtype, _INTP, "safe"):
+            raise TypeError(f"Cannot cast array data from {out.dtype!r} to {_INTP!r} "
+                            "according to the rule 'safe'")
+        if tuple(out.shape) != tuple(rshape):
+            raise ValueError(f"output array does not match result of np.{kind}.")
+    r = p.reshape(p.argreduce(v, kind, ax), rshape)
+    return finish(tr, r, out)
 
 
 @rule(np.argmax)
@@ -191,3 +355,158 @@ def argmax(tr, a, axis=None, out=None, *, keepdims=False):
 @rule(np.argmin)
 def argmin(tr, a, axis=None, out=None, *, keepdims=False):
     return _argreduce(tr, a, "argmin", axis, out, keepdims)
+
+
+# ---- ptp ---------------------------------------------------------------------
+@rule(np.ptp)
+def ptp(tr, a, axis=None, out=None, keepdims=False):
+    from .ufuncs import call
+
+    # subtract(maximum.reduce(a, axis, None, out, keepdims),
+    #          minimum.reduce(a, axis, None, None, keepdims), out)
+    mx = reduce(tr, a, "max", axis, None, out, keepdims)
+    mn = reduce(tr, a, "min", axis, None, None, keepdims)
+    return call(tr, np.subtract, mx, mn, out=out)
+
+
+# ---- nan-functions -----------------------------------------------------------
+def _replace_nan(tr, a, val):
+    """numpy's `_replace_nan`: (array with NaN replaced by val, mask or None)."""
+    x = strong(tr, a)
+    if x.dtype.kind != "f":
+        return x, None
+    p = tr.prims
+    mask = p.ufunc("isnan", [x._v()], np.dtype(np.bool_))
+    c = p.broadcast(p.constant(val, x.dtype), x.shape)
+    return tr.wrap(p.select(mask, c, x._v())), mask
+
+
+@rule(np.nansum)
+def nansum(tr, a, axis=None, dtype=None, out=None, keepdims=_NoValue, initial=_NoValue,
+           where=_NoValue):
+    x, _ = _replace_nan(tr, a, 0)
+    return reduce(tr, x, "sum", axis, dtype, out, keepdims, initial, where)
+
+
+@rule(np.nanprod)
+def nanprod(tr, a, axis=None, dtype=None, out=None, keepdims=_NoValue, initial=_NoValue,
+            where=_NoValue):
+    x, _ = _replace_nan(tr, a, 1)
+    return reduce(tr, x, "prod", axis, dtype, out, keepdims, initial, where)
+
+
+def _nanextreme(tr, a, kind, axis, out, keepdims, initial, where):
+    """numpy runs `fmax.reduce`/`fmin.reduce` on ndarrays: NaNs are skipped,
+    an all-NaN slice gives NaN, `initial` takes part as one more element."""
+    _check_where(where, f"np.nan{kind}")
+    keepdims = _flag(keepdims)
+    x = strong(tr, a)
+    fname = "fmax" if kind == "max" else "fmin"
+    if x.dtype.kind != "f":
+        axes = reduce_axes(axis, x.ndim)
+        if any(x.shape[d] == 0 for d in axes) and not _given(initial):
+            raise ValueError(f"zero-size array to reduction operation {fname} which has no "
+                             "identity")
+        return reduce(tr, x, kind, axis, None, out, keepdims, initial)
+    p = tr.prims
+    axes = reduce_axes(axis, x.ndim)
+    rshape = reduced_shape(x.shape, axes, keepdims)
+    out = check_reduce_out(out, rshape, fname, keepdims)
+    if any(x.shape[d] == 0 for d in axes) and not _given(initial):
+        raise ValueError(f"zero-size array to reduction operation {fname} which has no "
+                         "identity")
+    fill = -np.inf if kind == "max" else np.inf
+    mask = p.ufunc("isnan", [x._v()], np.dtype(np.bool_))
+    y = tr.wrap(p.select(mask, p.broadcast(p.constant(fill, x.dtype), x.shape), x._v()))
+    m = reduce_value(tr, y, kind, axes, None, fill if _given(initial) else _NoValue)
+    allnan = reduce_value(tr, tr.wrap(mask), "all", axes)
+    m = p.select(allnan, p.broadcast(p.constant(np.nan, x.dtype), m.type.get_shape()), m)
+    if _given(initial):
+        if isinstance(initial, TracedArray):
+            raise Unsupported("a traced initial=")
+        init = getattr(np, fname).reduce(np.zeros((0,), x.dtype), initial=initial)
+        c = p.broadcast(p.constant(init, x.dtype), m.type.get_shape())
+        m = p.ufunc(fname, [m, c], x.dtype)
+    m = p.reshape(m, rshape)
+    return finish(tr, m, out)
+
+
+@rule(np.nanmax)
+def nanmax(tr, a, axis=None, out=None, keepdims=_NoValue, initial=_NoValue, where=_NoValue):
+    return _nanextreme(tr, a, "max", axis, out, keepdims, initial, where)
+
+
+@rule(np.nanmin)
+def nanmin(tr, a, axis=None, out=None, keepdims=_NoValue, initial=_NoValue, where=_NoValue):
+    return _nanextreme(tr, a, "min", axis, out, keepdims, initial, where)
+
+
+@rule(np.nanmean)
+def nanmean(tr, a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=_NoValue):
+    _check_where(where, "np.nanmean")
+    arr, mask = _replace_nan(tr, a, 0)
+    if mask is None:
+        return mean(tr, arr, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+    if dtype is not None and not issubclass(np.dtype(dtype).type, np.inexact):
+        raise TypeError("If a is inexact, then dtype must be inexact")
+    outc = check_out(out)
+    if outc is not None and not issubclass(outc.dtype.type, np.inexact):
+        raise TypeError("If a is inexact, then out must be inexact")
+    keep = _flag(keepdims)
+    p = tr.prims
+    axes = reduce_axes(axis, arr.ndim)
+    rshape = reduced_shape(arr.shape, axes, keep)
+    outc = check_reduce_out(outc, rshape, "add", keep)
+    # cnt = sum(~mask, axis, dtype=intp, keepdims); tot = sum(arr, axis, dtype, out, keepdims)
+    notmask = p.ufunc("logical_not", [mask], np.dtype(np.bool_))
+    cnt = p.reshape(reduce_value(tr, tr.wrap(notmask), "sum", axes, _INTP), rshape)
+    tot = p.reshape(reduce_value(tr, arr, "sum", axes, dtype), rshape)
+    tot_dt = outc.dtype if outc is not None else _dtype_of(tot)
+    tot = p.cast(tot, tot_dt)
+    # np.divide(tot, cnt, out=tot or out, casting='unsafe') / tot.dtype.type(tot / cnt)
+    loop = np.true_divide.resolve_dtypes((tot_dt, _INTP, None))
+    q = p.ufunc("divide", [p.cast(tot, loop[0]), p.cast(cnt, loop[1])], loop[2])
+    return finish(tr, p.cast(q, tot_dt), outc)
+
+
+# ---- average -------------------------------------------------------------------
+@rule(np.average)
+def average(tr, a, axis=None, weights=None, returned=False, *, keepdims=_NoValue):
+    x = strong(tr, a)
+    if axis is not None:
+        axis = np.lib.array_utils.normalize_axis_tuple(axis, x.ndim, argname="axis")
+    kw = {} if keepdims is _NoValue else {"keepdims": keepdims}
+    if weights is None:
+        avg = mean(tr, x, axis, **kw)
+        avg_shape = tuple(avg.shape)
+        avg_size = int(np.prod(avg_shape, dtype=np.int64))
+        scl = avg.dtype.type(x.size / avg_size)
+        if returned:
+            if avg_shape != ():
+                scl = np.broadcast_to(scl, avg_shape).copy()
+            return avg, scl
+        return avg
+    wgt = strong(tr, weights)
+    if x.dtype.kind in "biu":
+        result_dtype = np.result_type(x.dtype, wgt.dtype, "f8")
+    else:
+        result_dtype = np.result_type(x.dtype, wgt.dtype)
+    if tuple(x.shape) != tuple(wgt.shape):
+        if axis is None:
+            raise TypeError("Axis must be specified when shapes of a and weights differ.")
+        if tuple(wgt.shape) != tuple(x.shape[ax] for ax in axis):
+            raise ValueError("Shape of weights must be consistent with shape of a along "
+                             "specified axis.")
+        p = tr.prims
+        wv = p.transpose(wgt._v(), tuple(int(i) for i in np.argsort(axis)))
+        wv = p.reshape(wv, tuple(s if ax in axis else 1 for ax, s in enumerate(x.shape)))
+        wgt = tr.wrap(wv)
+    scl = np.sum(wgt, axis=axis, dtype=result_dtype, **kw)
+    if np.any(scl == 0.0):  # numpy's check: a data-dependent branch (graph break when traced)
+        raise ZeroDivisionError("Weights sum to zero, can't be normalized")
+    avg = np.sum(np.multiply(x, wgt, dtype=result_dtype), axis, **kw) / scl
+    if returned:
+        if tuple(np.shape(scl)) != tuple(avg.shape):
+            scl = np.copy(np.broadcast_to(scl, avg.shape))
+        return avg, scl
+    return avg

@@ -5,6 +5,8 @@ the `decompose` pass later turns into `arith`/`math` where those match."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from ..registry import ufunc_method
@@ -25,25 +27,67 @@ left_shift right_shift conjugate deg2rad rad2deg degrees radians heaviside nexta
 
 
 def _operand_kind(x):
+    """What `ufunc.resolve_dtypes` takes for x: a dtype, or the Python type int or
+    float for NEP 50 weak scalars (a Python bool is not weak: it is np.bool_)."""
     if isinstance(x, TracedArray):
-        return x._dtype_operand()
-    if isinstance(x, (bool, int, float)):
-        return type(x)
+        k = x._dtype_operand()
+        return np.dtype(np.bool_) if k is bool else k
+    # numpy scalars first: np.float64 subclasses float but is strong under NEP 50
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
+    if isinstance(x, bool):
+        return np.dtype(np.bool_)
+    if isinstance(x, (int, float)):
+        return type(x)
     if isinstance(x, complex):
         raise Unsupported("complex operands")
     return np.asarray(x).dtype
 
 
+def _stand_in(x):
+    """A zero-size array of x's dtype, or x itself if it is a Python scalar (its
+    value matters: numpy rejects out-of-range Python ints)."""
+    if isinstance(x, TracedArray):
+        return x._weak(0) if x._weak is not None else np.empty(0, x.dtype)
+    if isinstance(x, (np.ndarray, np.generic)):
+        return np.empty(0, x.dtype)
+    if isinstance(x, (bool, int, float)):
+        return x
+    return np.empty(0, np.asarray(x).dtype)
+
+
+def numpy_check(ufunc: np.ufunc, inputs, out=None, **kwargs) -> None:
+    """Let numpy raise its own exception (exact type and message) for a call it
+    rejects whatever the values: no loop for the dtypes, `dtype=`/`casting=`
+    conflicts, an output it cannot cast to, a Python int out of range. It runs
+    the ufunc on zero-size stand-ins, so it costs microseconds and never raises
+    for value-dependent reasons (those are the backend's job)."""
+    kw = {k: v for k, v in kwargs.items() if v is not None}
+    if out is not None:
+        kw["out"] = np.empty(0, out.dtype)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ufunc(*[_stand_in(x) for x in inputs], **kw)
+
+
 def resolve(ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signature=None):
+    """The loop numpy picks, as dtypes (inputs..., output); numpy's own errors
+    (no loop, casting, out-of-range Python int) propagate unchanged."""
+    numpy_check(ufunc, inputs, dtype=dtype, casting=casting, signature=signature)
     kinds = tuple(_operand_kind(x) for x in inputs)
     sig = signature
     if dtype is not None:
         sig = (None,) * ufunc.nin + (np.dtype(dtype),) * ufunc.nout
     kw = {} if sig is None else {"signature": sig}
-    # numpy's own errors (no loop, casting) propagate unchanged
     return ufunc.resolve_dtypes(kinds + (None,) * ufunc.nout, casting=casting, **kw)
+
+
+def _fits(x: int, dtype: np.dtype) -> bool:
+    try:
+        np.asarray(x, dtype=dtype)
+    except OverflowError:
+        return False
+    return True
 
 
 def operand_value(tr, x, dtype: np.dtype):
@@ -52,6 +96,8 @@ def operand_value(tr, x, dtype: np.dtype):
     p = tr.prims
     if isinstance(x, TracedArray):
         return p.cast(x._v(), dtype)
+    if isinstance(x, np.generic):
+        return p.cast(tr.lift(x)._v(), dtype)
     if isinstance(x, (bool, int, float)):
         return p.constant(np.asarray(x, dtype=dtype)[()], dtype)
     return p.cast(tr.lift(x)._v(), dtype)
@@ -70,20 +116,24 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     shapes = [np.shape(x) if not isinstance(x, TracedArray) else x.shape for x in inputs]
     shape = np.broadcast_shapes(*shapes)
     p = tr.prims
+    big = [x for x, d in zip(inputs, in_dt) if type(x) is int and not _fits(x, d)]
+    if big:
+        # numpy compares an out-of-range Python int with an integer array without
+        # converting it (`int32_array == 2**40` is all False): every value of the
+        # loop dtype compares alike, so ask numpy with one element of each.
+        with np.errstate(all="ignore"):
+            r = ufunc(*[x if type(x) is int else np.zeros(1, d) for x, d in zip(inputs, in_dt)])
+        c = p.constant(np.asarray(r).reshape(-1)[0], out_dt)
+        return tr.wrap(p.broadcast(c, shape), scalar=shape == ())
     vals = [p.broadcast(operand_value(tr, x, d), shape) for x, d in zip(inputs, in_dt)]
     if name == "positive" or (name == "conjugate" and out_dt.kind != "c"):
         v = vals[0]
     else:
         v = p.ufunc(name, vals, out_dt)
-    scalar = shape == ()
-    # Python-float arithmetic stays Python: a result computed only from Python
-    # scalars (traced float arguments, literals) is handed back as float/bool
-    weak = None
-    if scalar and any(isinstance(x, TracedArray) and x._weak is float for x in inputs) and all(
-            (isinstance(x, TracedArray) and x._weak is not None) or type(x) in (bool, int, float)
-            for x in inputs):
-        weak = {"f": float, "b": bool}.get(out_dt.kind)
-    return tr.wrap(v, scalar=scalar, weak=weak)
+    # a ufunc call returns numpy scalars for 0-d results, even of Python floats
+    # (`np.absolute(s)` is np.float64); operators on Python scalars stay Python
+    # (traced.py `_as_python`)
+    return tr.wrap(v, scalar=shape == ())
 
 
 @ufunc_method("__call__")
@@ -99,10 +149,13 @@ def call(tr, ufunc, *inputs, out=None, dtype=None, casting="same_kind", where=Tr
         return (apply(tr, np.floor_divide, inputs), apply(tr, np.remainder, inputs))
     if ufunc.nout != 1:
         raise Unsupported(f"ufunc {ufunc.__name__} has {ufunc.nout} outputs")
+    if len(inputs) > ufunc.nin:  # np.add(a, b, c): positional out
+        if out is not None:
+            raise TypeError("cannot specify 'out' as both a positional and keyword argument")
+        inputs, out = inputs[: ufunc.nin], inputs[ufunc.nin:]
     out = check_out(out)
     if out is not None:  # numpy's own casting error for the output, before any op
-        kinds = tuple(_operand_kind(x) for x in inputs)
-        ufunc.resolve_dtypes(kinds + (out.dtype,), casting=casting)
+        numpy_check(ufunc, inputs, out, dtype=dtype, casting=casting, signature=signature)
     res = apply(tr, ufunc, inputs, dtype, casting, signature)
     if out is None:
         return res

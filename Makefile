@@ -1,0 +1,33 @@
+# make demo   run the examples (each checked against numpy)
+# make test   run the test suite with the CI hypothesis profile
+# Both create .venv and install the package into it when needed; the install
+# is redone when pyproject.toml changes (stamp file .venv/.installed).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test surface install
+
+demo: $(STAMP)
+	$(PY) -m examples
+
+test: $(STAMP)
+	@HYPOTHESIS_PROFILE=ci $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
+	exit $$rc
+
+# regenerate the supported-surface table from the capture rule tables
+surface: $(STAMP)
+	$(PY) -m lowering.surface > docs/SURFACE.md
+
+install: $(STAMP)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -e '.[test]'
+	touch $@

@@ -1,0 +1,257 @@
+"""The loop level: `loop`, fused groups over buffers.
+
+A `loop.kernel` is one fused group. Its region's block arguments are the
+indices of the parallel dims (`parallel` sizes); inside, `loop.reduce` ops
+compute scalars over reduction dims (their own region, yielding the value to
+combine), `loop.map` ops run a pointwise body over inner dims and `loop.store`
+results. Buffers are memrefs read with `loop.load` and written with
+`loop.store` through affine index maps — broadcasts, transposes, strided slices
+and reshapes of contiguous data are index maps here, never copies. Scalar
+arithmetic in the bodies is upstream `arith`/`math`, plus `loop.ufunc` and
+`loop.cast` for numpy meanings upstream lacks (as at the tensor level).
+
+Around kernels, the function allocates buffers (`memref.alloc`) and calls
+externs (`loop.extern`: BLAS matmul and numpy routines not yet generated)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    AffineMapAttr,
+    DenseArrayBase,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    StringAttr,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.ir.affine import AffineMap
+from xdsl.irdl import (
+    AnyAttr,
+    IRDLOperation,
+    base,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    traits_def,
+    var_operand_def,
+    var_result_def,
+)
+from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
+from xdsl.utils.exceptions import VerifyException
+
+from .array import REDUCE_KINDS, i64_array, ints
+
+LOOP_REDUCE_KINDS = REDUCE_KINDS + ("argmax", "argmin")
+AnyMemRef = base(MemRefType)
+
+
+def _index_block(n: int) -> Block:
+    return Block(arg_types=[IndexType()] * n)
+
+
+@irdl_op_definition
+class YieldOp(IRDLOperation):
+    name = "loop.yield"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator(), Pure())
+    assembly_format = "($values^ `:` type($values))? attr-dict"
+
+    def __init__(self, *values: SSAValue):
+        super().__init__(operands=[list(values)])
+
+
+@irdl_op_definition
+class KernelOp(IRDLOperation):
+    """One fused group: for each point of the parallel domain, run the body."""
+
+    name = "loop.kernel"
+    buffers = var_operand_def(AnyMemRef)
+    sym_name = prop_def(StringAttr)
+    parallel = prop_def(DenseArrayBase.constr(i64))
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+    assembly_format = "$sym_name `(` $buffers `)` `parallel` $parallel $body attr-dict `:` type($buffers)"
+
+    def __init__(self, name: str, buffers: Sequence[SSAValue], parallel: Sequence[int]):
+        super().__init__(
+            operands=[list(buffers)],
+            properties={"sym_name": StringAttr(name), "parallel": i64_array(parallel)},
+            regions=[Region(_index_block(len(parallel)))],
+        )
+
+    def verify_(self) -> None:
+        n = len(ints(self.parallel))
+        if len(self.body.block.args) != n:
+            raise VerifyException(f"loop.kernel: body needs {n} index arguments")
+
+
+@irdl_op_definition
+class ReduceOp(IRDLOperation):
+    """Combine the yielded value over the reduction domain `ranges`. argmax /
+    argmin give the first position (row-major within `ranges`) of the extreme,
+    NaN winning, as i64."""
+
+    name = "loop.reduce"
+    kind = prop_def(StringAttr)
+    ranges = prop_def(DenseArrayBase.constr(i64))
+    result = result_def()
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+    assembly_format = "$kind $ranges $body attr-dict `:` type($result)"
+
+    def __init__(self, kind: str, ranges: Sequence[int], result_type: Attribute):
+        super().__init__(
+            properties={"kind": StringAttr(kind), "ranges": i64_array(ranges)},
+            result_types=[result_type],
+            regions=[Region(_index_block(len(ranges)))],
+        )
+
+    def verify_(self) -> None:
+        if self.kind.data not in LOOP_REDUCE_KINDS:
+            raise VerifyException(f"loop.reduce: kind must be one of {LOOP_REDUCE_KINDS}")
+        term = self.body.block.last_op
+        if not isinstance(term, YieldOp) or len(term.values) != 1:
+            raise VerifyException("loop.reduce: body must yield one value")
+        want = i64 if self.kind.data in ("argmax", "argmin") else term.values[0].type
+        if self.result.type != want:
+            raise VerifyException(f"loop.reduce: result type must be {want}")
+
+
+@irdl_op_definition
+class MapOp(IRDLOperation):
+    """Run the body (which stores) for every point of `ranges`."""
+
+    name = "loop.map"
+    ranges = prop_def(DenseArrayBase.constr(i64))
+    body = region_def("single_block")
+    traits = traits_def(RecursiveMemoryEffect())
+    assembly_format = "$ranges $body attr-dict"
+
+    def __init__(self, ranges: Sequence[int]):
+        super().__init__(
+            properties={"ranges": i64_array(ranges)},
+            regions=[Region(_index_block(len(ranges)))],
+        )
+
+
+def _check_map(op: IRDLOperation, buf: SSAValue, idx: Sequence[SSAValue], m: AffineMap) -> None:
+    t = buf.type
+    assert isinstance(t, MemRefType)
+    if m.num_dims != len(idx):
+        raise VerifyException(f"{op.name}: map takes {m.num_dims} indices, got {len(idx)}")
+    if len(m.results) != t.get_num_dims():
+        raise VerifyException(f"{op.name}: map gives {len(m.results)} coordinates for rank {t.get_num_dims()}")
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    name = "loop.load"
+    buffer = operand_def(AnyMemRef)
+    indices = var_operand_def(IndexType)
+    map = prop_def(AffineMapAttr)
+    result = result_def()
+    assembly_format = "$buffer `[` $map `]` `(` $indices `)` attr-dict `:` type($buffer) `->` type($result)"
+
+    def __init__(self, buffer: SSAValue, indices: Sequence[SSAValue], map: AffineMap):
+        t = buffer.type
+        assert isinstance(t, MemRefType)
+        super().__init__(operands=[buffer, list(indices)],
+                         properties={"map": AffineMapAttr(map)}, result_types=[t.element_type])
+
+    def verify_(self) -> None:
+        _check_map(self, self.buffer, self.indices, self.map.data)
+        if self.result.type != self.buffer.type.element_type:  # type: ignore[attr-defined]
+            raise VerifyException("loop.load: result must be the element type")
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    name = "loop.store"
+    value = operand_def()
+    buffer = operand_def(AnyMemRef)
+    indices = var_operand_def(IndexType)
+    map = prop_def(AffineMapAttr)
+    assembly_format = "$value `,` $buffer `[` $map `]` `(` $indices `)` attr-dict `:` type($value) `,` type($buffer)"
+
+    def __init__(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue], map: AffineMap):
+        super().__init__(operands=[value, buffer, list(indices)], properties={"map": AffineMapAttr(map)})
+
+    def verify_(self) -> None:
+        _check_map(self, self.buffer, self.indices, self.map.data)
+        if self.value.type != self.buffer.type.element_type:  # type: ignore[attr-defined]
+            raise VerifyException("loop.store: value must have the element type")
+
+
+@irdl_op_definition
+class ConstOp(IRDLOperation):
+    """A scalar constant; `value` as in `array.constant` (exact repr)."""
+
+    name = "loop.const"
+    value = prop_def(StringAttr)
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$value attr-dict `:` type($result)"
+
+    def __init__(self, value: str, type: Attribute):
+        super().__init__(properties={"value": StringAttr(value)}, result_types=[type])
+
+
+@irdl_op_definition
+class UfuncOp(IRDLOperation):
+    """A numpy ufunc on scalars (same names and meaning as `array.ufunc`)."""
+
+    name = "loop.ufunc"
+    fn = prop_def(StringAttr)
+    inputs = var_operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$fn `(` $inputs `)` attr-dict `:` type($inputs) `->` type($result)"
+
+    def __init__(self, fn: str, inputs: Sequence[SSAValue], type: Attribute):
+        super().__init__(operands=[list(inputs)], properties={"fn": StringAttr(fn)}, result_types=[type])
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    """numpy's scalar cast (`astype`, unsafe casting)."""
+
+    name = "loop.cast"
+    input = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict `:` type($input) `->` type($result)"
+
+    def __init__(self, input: SSAValue, type: Attribute):
+        super().__init__(operands=[input], result_types=[type])
+
+
+@irdl_op_definition
+class ExternOp(IRDLOperation):
+    """A routine outside generated code: `fn` names it (e.g. "matmul" for BLAS,
+    "numpy:<tensor op>" for a tensor-level op run by numpy), reading the first
+    `num_inputs` buffers and writing the rest. `config` carries the original
+    op's properties as text."""
+
+    name = "loop.extern"
+    fn = prop_def(StringAttr)
+    num_inputs = prop_def(IntegerAttr)
+    config = opt_prop_def(StringAttr)
+    buffers = var_operand_def(AnyMemRef)
+    assembly_format = "$fn `(` $buffers `)` `inputs` $num_inputs (`config` $config^)? attr-dict `:` type($buffers)"
+
+    def __init__(self, fn: str, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue],
+                 config: str | None = None):
+        props: dict[str, Attribute] = {"fn": StringAttr(fn), "num_inputs": IntegerAttr(len(inputs), i64)}
+        if config is not None:
+            props["config"] = StringAttr(config)
+        super().__init__(operands=[[*inputs, *outputs]], properties=props)
+
+
+Loop = Dialect("loop", [YieldOp, KernelOp, ReduceOp, MapOp, LoadOp, StoreOp, ConstOp, UfuncOp,
+                        CastOp, ExternOp], [])

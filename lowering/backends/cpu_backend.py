@@ -1,0 +1,155 @@
+"""The CPU backend: tensor level -> `lower-to-loop` -> LLVM (llvmlite) -> MCJIT.
+
+A compiled program is a list of steps over buffer slots: allocations, kernel
+launches (ctypes, split across threads) and externs (BLAS matmul through
+numpy, and numpy for the tensor ops the loop level does not generate yet)."""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.parser import Parser
+
+from dialects import array as A
+from dialects import loop as L
+from passes.lower_to_loop import lower_func
+from runtime import cpu
+
+from ..capture.dtypes import from_ir
+from ..codegen.llvm import Emitter
+from . import numpy_backend
+
+_ids = itertools.count()
+
+
+def add_layouts(module: ModuleOp, layouts: list[str]) -> None:
+    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    f.arg_attrs = ArrayAttr([DictionaryAttr({"lowering.layout": StringAttr(x)}) for x in layouts])
+
+
+def lower(module: ModuleOp) -> ModuleOp:
+    """Tensor-level module (after the tensor passes) -> loop-level module."""
+    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    new = lower_func(f)
+    return ModuleOp([new])
+
+
+def emit_llvm(loop_module: ModuleOp, prefix: str = "") -> tuple[str, list[L.KernelOp]]:
+    em = Emitter()
+    kernels = [op for op in loop_module.walk() if isinstance(op, L.KernelOp)]
+    for k in kernels:
+        if prefix:
+            k.sym_name = StringAttr(prefix + k.sym_name.data)
+        em.kernel(k)
+    text = str(em.module)
+    return text, kernels
+
+
+def _parse_extern(text: str):
+    from ..pipeline import context
+
+    f = Parser(context(), text).parse_op()
+    op = next(iter(f.body.blocks[0].ops))
+    return numpy_backend.RULES[type(op)](op)
+
+
+@dataclass
+class Step:
+    kind: str  # "alloc" | "kernel" | "extern"
+    args: tuple
+
+
+class CpuProgram:
+    def __init__(self, loop_module: ModuleOp, n_inputs: int):
+        f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
+        prefix = f"p{next(_ids)}_"
+        text, kernels = emit_llvm(loop_module, prefix)
+        self.llvm_ir = text
+        addrs = cpu.jit(text, [k.sym_name.data for k in kernels]) if kernels else {}
+        self._fns = {n: cpu.KERNEL_TYPE(a) for n, a in addrs.items()}
+        slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
+        steps: list[Step] = []
+        for op in f.body.blocks[0].ops:
+            if isinstance(op, memref.AllocOp):
+                t = op.memref.type
+                slots[op.memref] = len(slots)
+                steps.append(Step("alloc", (slots[op.memref], t.get_shape(), from_ir(t.element_type))))
+            elif isinstance(op, L.KernelOp):
+                steps.append(self._kernel_step(op, slots))
+            elif isinstance(op, L.ExternOp):
+                ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
+                outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
+                if op.fn.data == "matmul":
+                    run = lambda a, b, out: np.matmul(a, b, out=out)  # noqa: E731
+                else:
+                    rule = _parse_extern(op.config.data)
+
+                    def run(*arrs, rule=rule, k=len(ins)):
+                        res = rule(*arrs[:k])
+                        arrs[k][...] = res
+                steps.append(Step("extern", (run, ins + outs)))
+            elif isinstance(op, func.ReturnOp):
+                self.outputs = tuple(slots[v] for v in op.arguments)
+        self.steps = steps
+        self.n_slots = len(slots)
+
+    def _kernel_step(self, k: L.KernelOp, slots) -> Step:
+        fn = self._fns[k.sym_name.data]
+        bufs = [slots[b] for b in k.buffers]
+        P = A.ints(k.parallel)
+        body = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+        cost = 1
+        for b in k.buffers:
+            n = 1
+            for d in b.type.get_shape():
+                n *= d
+            cost = max(cost, n)
+        if P:
+            work = 1
+            for n in P:
+                work *= n
+        elif len(body) == 1 and isinstance(body[0], L.MapOp):
+            work = A.ints(body[0].ranges)[0]
+        else:
+            work, cost = 1, 0
+        ranks = [b.type.get_num_dims() for b in k.buffers]
+        ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
+        strides = (ctypes.c_int64 * max(sum(ranks), 1))()
+        return Step("kernel", (fn, tuple(bufs), work, cost, ptrs, strides, ranks))
+
+    def __call__(self, inputs):
+        vals = list(inputs) + [None] * (self.n_slots - len(inputs))
+        for st in self.steps:
+            kind = st.kind
+            if kind == "kernel":
+                fn, bufs, work, cost, ptrs, strides, ranks = st.args
+                off = 0
+                for j, (s, r) in enumerate(zip(bufs, ranks)):
+                    a = vals[s]
+                    ptrs[j] = a.ctypes.data
+                    if r:
+                        item = a.itemsize
+                        for d, x in enumerate(a.strides):
+                            strides[off + d] = x // item
+                        off += r
+                cpu.launch(fn, work, ptrs, strides, cost)
+            elif kind == "alloc":
+                slot, shape, dtype = st.args
+                vals[slot] = np.empty(shape, dtype)
+            else:
+                run, idx = st.args
+                with np.errstate(all="ignore"):
+                    run(*[vals[i] for i in idx])
+        return [vals[i] for i in self.outputs]
+
+
+def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
+    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    add_layouts(module, layouts)
+    loop_module = lower(module)
+    return CpuProgram(loop_module, len(f.body.blocks[0].args))

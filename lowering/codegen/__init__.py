@@ -1,0 +1,1 @@
+"""Code generators: loop/kernel-level IR to LLVM IR (and later Triton)."""

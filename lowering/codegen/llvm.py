@@ -1,0 +1,641 @@
+"""The LLVM emitter: `loop.kernel` ops become LLVM IR functions (llvmlite),
+vectorized along the innermost dim of every `loop.map` / `loop.reduce`.
+
+We emit llvmlite IR directly from the loop level rather than going through
+xDSL's LLVM dialect: our kernels need explicit SIMD types, masked tails and
+our own vector math, which are simplest to build with llvmlite's builder.
+
+Kernel ABI: `void kN(i64 start, i64 stop, i8** bufs, i64* strides)`: run the
+points [start, stop) of the flattened parallel domain (or of the outermost
+map dim when the kernel has no parallel dims); `bufs[j]` is buffer j's data
+pointer; `strides[off_j + d]` its stride in elements along dim d.
+
+Scalar semantics are numpy's (the ops handler below): no `nnan`/`ninf`
+flags, NaN-propagating maximum/minimum like np.maximum, Python-style floor
+division and modulo, numpy's integer division by zero (0), shifts past the
+width, and numpy's float->int casts on x86 (out of range -> INT_MIN)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import llvmlite.ir as ir
+from xdsl.dialects import affine, arith, func, math as xmath, memref
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    NoneAttr,
+    Signedness,
+)
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineExpr
+from xdsl.ir.affine.affine_expr import (
+    AffineBinaryOpExpr,
+    AffineBinaryOpKind,
+    AffineConstantExpr,
+    AffineDimExpr,
+)
+
+from dialects import array as A
+from dialects import loop as L
+
+try:  # vectorized transcendentals (polynomials); else per-lane libm calls
+    from . import llvm_math
+except ImportError:  # pragma: no cover
+    llvm_math = None  # type: ignore[assignment]
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+VOID = ir.VoidType()
+FM = ("contract",)
+VECTOR_BITS = 512
+
+
+def llvm_type(t) -> ir.Type:
+    if isinstance(t, Float32Type):
+        return ir.FloatType()
+    if isinstance(t, Float64Type):
+        return ir.DoubleType()
+    if isinstance(t, Float16Type):
+        return ir.HalfType()
+    if isinstance(t, IntegerType):
+        return ir.IntType(t.width.data)
+    if isinstance(t, IndexType):
+        return I64
+    raise TypeError(f"no LLVM type for {t}")
+
+
+def mem_type(t) -> ir.Type:
+    """In memory, numpy's bool is a byte."""
+    lt = llvm_type(t)
+    return I8 if lt == I1 else lt
+
+
+def is_float(t) -> bool:
+    return isinstance(t, AnyFloat)
+
+
+def is_unsigned(t) -> bool:
+    return isinstance(t, IntegerType) and (t.width.data == 1 or t.signedness.data == Signedness.UNSIGNED)
+
+
+def vec(t: ir.Type, w: int) -> ir.Type:
+    return t if w == 1 else ir.VectorType(t, w)
+
+
+def const(t: ir.Type, v, w: int = 1):
+    c = ir.Constant(t, v)
+    return c if w == 1 else ir.Constant(ir.VectorType(t, w), [c] * w)
+
+
+def parse_const(text: str, t) -> object:
+    if text in ("true", "false"):
+        return 1 if text == "true" else 0
+    if is_float(t):
+        return float(text)
+    v = int(text)
+    width = t.width.data
+    return v & ((1 << width) - 1) if v < 0 else v
+
+
+class Emitter:
+    """One LLVM module for a loop-level program: a function per kernel."""
+
+    def __init__(self, name: str = "lowering"):
+        self.module = ir.Module(name=name)
+        self._intrinsics: dict[tuple, ir.Function] = {}
+        self._libm: dict[str, ir.Function] = {}
+
+    def intrinsic(self, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:
+        key = (name, str(ty), nargs)
+        f = self._intrinsics.get(key)
+        if f is None:
+            suffix = ty.element.intrinsic_name if isinstance(ty, ir.VectorType) else ty.intrinsic_name
+            suffix = f"v{ty.count}{suffix}" if isinstance(ty, ir.VectorType) else suffix
+            f = ir.Function(self.module, ir.FunctionType(ty, [ty] * nargs), f"llvm.{name}.{suffix}")
+            self._intrinsics[key] = f
+        return f
+
+    def libm(self, name: str, ty: ir.Type, nargs: int) -> ir.Function:
+        sym = name + ("f" if isinstance(ty, ir.FloatType) else "")
+        f = self._libm.get(sym)
+        if f is None:
+            f = ir.Function(self.module, ir.FunctionType(ty, [ty] * nargs), sym)
+            self._libm[sym] = f
+        return f
+
+    def kernel(self, k: L.KernelOp) -> str:
+        KernelCodegen(self, k).emit()
+        return k.sym_name.data
+
+
+def buffer_strides(t: MemRefType) -> list[int] | None:
+    """Compile-time element strides of a C-contiguous memref, else None."""
+    if not isinstance(t.layout, NoneAttr):
+        return None
+    out, acc = [], 1
+    for n in reversed(t.get_shape()):
+        out.append(acc)
+        acc *= n
+    return out[::-1]
+
+
+class KernelCodegen:
+    def __init__(self, em: Emitter, k: L.KernelOp):
+        self.em, self.k = em, k
+        self.bufs = list(k.buffers)
+        self.fn = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, I8.as_pointer().as_pointer(),
+                                                              I64.as_pointer()]), k.sym_name.data)
+        self.fn.attributes.add("nounwind")
+
+    # ---- entry: buffer pointers and strides ----------------------------------
+    def emit(self) -> None:
+        entry = self.fn.append_basic_block("entry")
+        b = self.b = ir.IRBuilder(entry)
+        start, stop, bufp, strp = self.fn.args
+        self.ptr: dict[SSAValue, ir.Value] = {}
+        self.strides: dict[SSAValue, list] = {}
+        off = 0
+        for j, buf in enumerate(self.bufs):
+            t = buf.type
+            raw = b.load(b.gep(bufp, [const(I64, j)]))
+            self.ptr[buf] = b.bitcast(raw, mem_type(t.element_type).as_pointer())
+            static = buffer_strides(t)
+            if static is not None:
+                self.strides[buf] = [const(I64, s) for s in static]
+            else:
+                self.strides[buf] = [b.load(b.gep(strp, [const(I64, off + d)])) for d in range(t.get_num_dims())]
+            off += t.get_num_dims()
+        P = A.ints(self.k.parallel)
+        block = self.k.body.block
+        ops = [op for op in block.ops if not isinstance(op, L.YieldOp)]
+        self.split_map = not P and len(ops) == 1 and isinstance(ops[0], L.MapOp)
+        self.vals: dict[SSAValue, ir.Value] = {}
+        if P:
+            def body(p):
+                coords = []
+                rem = p
+                for n in reversed(P):
+                    coords.append(b.urem(rem, const(I64, n)))
+                    rem = b.udiv(rem, const(I64, n))
+                for arg, c in zip(block.args, reversed(coords)):
+                    self.vals[arg] = c
+                self.emit_ops(ops, width=1)
+            self.loop(start, stop, 1, body)
+        else:
+            self.emit_ops(ops, width=1)
+        self.b.ret_void()
+
+    # ---- loops ---------------------------------------------------------------
+    def loop(self, lo, hi, step: int, body: Callable[[ir.Value], None]) -> None:
+        """for (i = lo; i < hi; i += step) body(i); counter kept in a register."""
+        b = self.b
+        pre = b.block
+        head = self.fn.append_basic_block("loop")
+        bodyb = self.fn.append_basic_block("body")
+        done = self.fn.append_basic_block("done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(lo, pre)
+        cond = b.icmp_signed("<", b.add(i, const(I64, step - 1)) if step > 1 else i, hi)
+        b.cbranch(cond, bodyb, done)
+        b.position_at_end(bodyb)
+        body(i)
+        nxt = b.add(i, const(I64, step))
+        i.add_incoming(nxt, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        self._last_iv = i
+
+    def region_loops(self, ranges, block_args, width_body: Callable[[int], None],
+                     lo=None, hi=None) -> None:
+        """Nested loops over `ranges` (outer ones scalar); the innermost one is
+        vectorized with a scalar tail. width_body(w) emits one step."""
+        b = self.b
+        if not ranges:
+            width_body(1)
+            return
+
+        def nest(d: int) -> None:
+            n = ranges[d]
+            start = lo if (d == 0 and lo is not None) else const(I64, 0)
+            stop = hi if (d == 0 and hi is not None) else const(I64, n)
+            if d < len(ranges) - 1:
+                def outer(i):
+                    self.vals[block_args[d]] = i
+                    nest(d + 1)
+                self.loop(start, stop, 1, outer)
+                return
+            w = self.width_for(n)
+            if w > 1:
+                def vbody(i):
+                    self.vals[block_args[d]] = i
+                    width_body(w)
+                self.loop(start, stop, w, vbody)
+                tail_start = self._last_iv
+            else:
+                tail_start = start
+
+            def sbody(i):
+                self.vals[block_args[d]] = i
+                width_body(1)
+            self.loop(tail_start, stop, 1, sbody)
+
+        nest(0)
+
+    def width_for(self, n: int) -> int:
+        bits = max((mem_type(t).width if isinstance(mem_type(t), ir.IntType) else
+                    {"float": 32, "double": 64, "half": 16}[str(mem_type(t))])
+                   for t in self.elem_types)
+        w = VECTOR_BITS // max(bits, 32)
+        return w if n >= w else 1
+
+    @property
+    def elem_types(self):
+        ts = [buf.type.element_type for buf in self.bufs]
+        return ts or [Float32Type()]
+
+    # ---- op emission -------------------------------------------------------
+    def emit_ops(self, ops, width: int) -> None:
+        for op in ops:
+            self.emit_op(op, width)
+
+    def value(self, v: SSAValue, w: int) -> ir.Value:
+        x = self.vals[v]
+        if w > 1 and not isinstance(x.type, ir.VectorType):
+            key = (v, w)
+            s = self.splats.get(key) if hasattr(self, "splats") else None
+            if s is None:
+                s = self.splat(x, w)
+            return s
+        return x
+
+    def splat(self, x: ir.Value, w: int) -> ir.Value:
+        b = self.b
+        undef = ir.Constant(ir.VectorType(x.type, w), ir.Undefined)
+        v = b.insert_element(undef, x, const(I32, 0))
+        return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, w), [0] * w))
+
+    def emit_op(self, op: Operation, w: int) -> None:
+        if isinstance(op, L.ReduceOp):
+            self.vals[op.result] = self.emit_reduce(op)
+            return
+        if isinstance(op, L.MapOp):
+            self.emit_map(op)
+            return
+        if isinstance(op, L.LoadOp):
+            self.vals[op.result] = self.load(op, w)
+            return
+        if isinstance(op, L.StoreOp):
+            self.store(op, w)
+            return
+        if isinstance(op, L.YieldOp):
+            return
+        args = [self.value(o, w) for o in op.operands]
+        self.vals[op.results[0]] = scalar_op(self, op, args, w)
+
+    def emit_map(self, op: L.MapOp) -> None:
+        ranges = A.ints(op.ranges)
+        body = [o for o in op.body.block.ops if not isinstance(o, L.YieldOp)]
+        lo = hi = None
+        if self.split_map:
+            lo, hi = self.fn.args[0], self.fn.args[1]
+            hi = self.b.select(self.b.icmp_signed("<", hi, const(I64, ranges[0])), hi, const(I64, ranges[0]))
+        self.region_loops(ranges, list(op.body.block.args), lambda w: self.emit_ops(body, w), lo, hi)
+
+    # ---- memory --------------------------------------------------------------
+    def affine(self, e: AffineExpr, lane_dim: int | None = None, lane: int = 0) -> ir.Value:
+        b = self.b
+        if isinstance(e, AffineConstantExpr):
+            return const(I64, e.value)
+        if isinstance(e, AffineDimExpr):
+            v = self.vals[self.scope[e.position]]
+            return b.add(v, const(I64, lane)) if (e.position == lane_dim and lane) else v
+        assert isinstance(e, AffineBinaryOpExpr)
+        x, y = self.affine(e.lhs, lane_dim, lane), self.affine(e.rhs, lane_dim, lane)
+        k = e.kind
+        if k == AffineBinaryOpKind.Add:
+            return b.add(x, y)
+        if k == AffineBinaryOpKind.Mul:
+            return b.mul(x, y)
+        if k == AffineBinaryOpKind.FloorDiv:
+            return b.sdiv(x, y)  # indices are non-negative here
+        if k == AffineBinaryOpKind.Mod:
+            return b.srem(x, y)
+        if k == AffineBinaryOpKind.CeilDiv:
+            return b.sdiv(b.add(x, b.sub(y, const(I64, 1))), y)
+        raise NotImplementedError(str(e))
+
+    def offset(self, buf, exprs, lane_dim=None, lane=0) -> ir.Value:
+        b = self.b
+        off = const(I64, 0)
+        for e, s in zip(exprs, self.strides[buf]):
+            off = b.add(off, b.mul(self.affine(e, lane_dim, lane), s))
+        return off
+
+    def lane_stride(self, buf, exprs, lane_dim: int):
+        """Element stride between lanes: a constant int, an LLVM value, or None
+        (not affine in the lane dim)."""
+        coef = []
+        for e in exprs:
+            c = linear_coef(e, lane_dim)
+            if c is None:
+                return None
+            coef.append(c)
+        st = self.strides[buf]
+        if all(c == 0 for c in coef):
+            return 0
+        if all(isinstance(s, ir.Constant) for s in st):
+            return sum(c * s.constant for c, s in zip(coef, st))
+        b = self.b
+        acc = const(I64, 0)
+        for c, s in zip(coef, st):
+            if c:
+                acc = b.add(acc, b.mul(const(I64, c), s))
+        return acc
+
+    def _access(self, op, w: int):
+        self.scope = list(op.indices)
+        exprs = op.map.data.results
+        buf = op.buffer
+        lane_dim = len(self.scope) - 1 if w > 1 else None
+        return buf, exprs, lane_dim
+
+    def load(self, op: L.LoadOp, w: int) -> ir.Value:
+        b = self.b
+        buf, exprs, lane_dim = self._access(op, w)
+        mt = mem_type(buf.type.element_type)
+        base = self.ptr[buf]
+        align = max(mt.width // 8, 1) if isinstance(mt, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(mt)]
+        if w == 1:
+            x = b.load(b.gep(base, [self.offset(buf, exprs)]), align=align)
+            return self.from_mem(x, buf.type.element_type)
+        stride = self.lane_stride(buf, exprs, lane_dim)
+        if stride == 0:
+            x = b.load(b.gep(base, [self.offset(buf, exprs)]), align=align)
+            return self.splat(self.from_mem(x, buf.type.element_type), w)
+        if stride == 1:
+            p = b.gep(base, [self.offset(buf, exprs)])
+            x = b.load(b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
+            return self.from_mem(x, buf.type.element_type)
+        vals = ir.Constant(ir.VectorType(mt, w), ir.Undefined)
+        for lane in range(w):
+            x = b.load(b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
+            vals = b.insert_element(vals, x, const(I32, lane))
+        return self.from_mem(vals, buf.type.element_type)
+
+    def store(self, op: L.StoreOp, w: int) -> None:
+        b = self.b
+        buf, exprs, lane_dim = self._access(op, w)
+        mt = mem_type(buf.type.element_type)
+        base = self.ptr[buf]
+        align = max(mt.width // 8, 1) if isinstance(mt, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(mt)]
+        v = self.to_mem(self.value(op.value, w), buf.type.element_type)
+        if w == 1:
+            b.store(v, b.gep(base, [self.offset(buf, exprs)]), align=align)
+            return
+        stride = self.lane_stride(buf, exprs, lane_dim)
+        if stride == 1:
+            p = b.gep(base, [self.offset(buf, exprs)])
+            b.store(v, b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
+            return
+        for lane in range(w):
+            b.store(b.extract_element(v, const(I32, lane)),
+                    b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
+
+    def from_mem(self, x, t):
+        if llvm_type(t) == I1:
+            return self.b.icmp_unsigned("!=", x, ir.Constant(x.type, None))
+        return x
+
+    def to_mem(self, x, t):
+        if llvm_type(t) == I1:
+            ty = I8 if not isinstance(x.type, ir.VectorType) else ir.VectorType(I8, x.type.count)
+            return self.b.zext(x, ty)
+        return x
+
+    # ---- reductions ----------------------------------------------------------
+    def emit_reduce(self, op: L.ReduceOp) -> ir.Value:
+        b = self.b
+        kind = op.kind.data
+        ranges = A.ints(op.ranges)
+        rb = op.body.block
+        body = [o for o in rb.ops if not isinstance(o, L.YieldOp)]
+        yielded = rb.last_op.values[0]
+        t = yielded.type
+        lt = llvm_type(t)
+        if kind in ("argmax", "argmin"):
+            return self.emit_argreduce(op, body, yielded, kind, ranges)
+        n = 1
+        for r in ranges:
+            n *= r
+        w = self.width_for(ranges[-1]) if ranges else 1
+        accs = 4 if (w > 1 and ranges[-1] >= 4 * w * 4) else 1
+        ident = identity(kind, t)
+        # accumulators live in stack slots; SROA turns them into registers
+        with b.goto_entry_block():
+            vslots = [b.alloca(vec(lt, w)) for _ in range(accs)] if w > 1 else []
+            sslot = b.alloca(lt)
+        for s in vslots:
+            b.store(const(lt, ident, w), s)
+        b.store(const(lt, ident), sslot)
+
+        def step(width: int) -> None:
+            self.emit_ops(body, width)
+            x = self.value(yielded, width)
+            slot = sslot if width == 1 else vslots[0]
+            b.store(combine(self, kind, t, b.load(slot), x), slot)
+
+        if accs > 1:
+            self._unrolled_reduce(ranges, list(rb.args), body, yielded, kind, t, vslots, sslot, w)
+        else:
+            self.region_loops(ranges, list(rb.args), step)
+        total = b.load(sslot)
+        if vslots:
+            vacc = b.load(vslots[0])
+            for s in vslots[1:]:
+                vacc = combine(self, kind, t, vacc, b.load(s))
+            total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
+        return total
+
+    def _unrolled_reduce(self, ranges, args, body, yielded, kind, t, vslots, sslot, w):
+        """Innermost dim: `len(vslots)` independent vector accumulators (hides
+        the add latency, and shortens each lane's chain of roundings)."""
+        b = self.b
+        u = len(vslots)
+
+        def inner(d_outer_done):
+            n = ranges[-1]
+            d = len(ranges) - 1
+
+            def ubody(i):
+                for k in range(u):
+                    self.vals[args[d]] = b.add(i, const(I64, k * w)) if k else i
+                    self.emit_ops(body, w)
+                    x = self.value(yielded, w)
+                    b.store(combine(self, kind, t, b.load(vslots[k]), x), vslots[k])
+            self.loop(const(I64, 0), const(I64, n), u * w, ubody)
+            mid = self._last_iv
+
+            def vbody(i):
+                self.vals[args[d]] = i
+                self.emit_ops(body, w)
+                x = self.value(yielded, w)
+                b.store(combine(self, kind, t, b.load(vslots[0]), x), vslots[0])
+            self.loop(mid, const(I64, n), w, vbody)
+            tail = self._last_iv
+
+            def sbody(i):
+                self.vals[args[d]] = i
+                self.emit_ops(body, 1)
+                x = self.value(yielded, 1)
+                b.store(combine(self, kind, t, b.load(sslot), x), sslot)
+            self.loop(tail, const(I64, n), 1, sbody)
+
+        if len(ranges) == 1:
+            inner(None)
+        else:
+            def nest(d):
+                if d == len(ranges) - 1:
+                    inner(None)
+                    return
+
+                def outer(i):
+                    self.vals[args[d]] = i
+                    nest(d + 1)
+                self.loop(const(I64, 0), const(I64, ranges[d]), 1, outer)
+            nest(0)
+
+    def emit_argreduce(self, op, body, yielded, kind, ranges) -> ir.Value:
+        """Scalar loop: first position of the extreme; a NaN wins (numpy)."""
+        b = self.b
+        t = yielded.type
+        lt = llvm_type(t)
+        with b.goto_entry_block():
+            best = b.alloca(lt)
+            besti = b.alloca(I64)
+            pos = b.alloca(I64)
+            seen = b.alloca(I1)
+        b.store(const(I64, 0), besti)
+        b.store(const(I64, 0), pos)
+        b.store(const(I1, 0), seen)
+        b.store(ir.Constant(lt, None) if not is_float(t) else ir.Constant(lt, 0.0), best)
+        args = list(op.body.block.args)
+
+        def step(width):
+            self.emit_ops(body, 1)
+            x = self.value(yielded, 1)
+            cur = b.load(best)
+            if is_float(t):
+                better = b.fcmp_ordered(">" if kind == "argmax" else "<", x, cur)
+                x_nan = b.fcmp_unordered("uno", x, x)
+                cur_nan = b.fcmp_unordered("uno", cur, cur)
+                better = b.or_(better, b.and_(x_nan, b.not_(cur_nan)))
+            else:
+                sgn = not is_unsigned(t)
+                cmp = b.icmp_signed if sgn else b.icmp_unsigned
+                better = cmp(">" if kind == "argmax" else "<", x, cur)
+            first = b.not_(b.load(seen))
+            take = b.or_(first, better)
+            b.store(b.select(take, x, cur), best)
+            b.store(b.select(take, b.load(pos), b.load(besti)), besti)
+            b.store(const(I1, 1), seen)
+            b.store(b.add(b.load(pos), const(I64, 1)), pos)
+
+        self.region_loops_scalar(ranges, args, step)
+        return b.load(besti)
+
+    def region_loops_scalar(self, ranges, args, step) -> None:
+        def nest(d):
+            def body(i):
+                self.vals[args[d]] = i
+                if d == len(ranges) - 1:
+                    step(1)
+                else:
+                    nest(d + 1)
+            self.loop(const(I64, 0), const(I64, ranges[d]), 1, body)
+        nest(0)
+
+
+def linear_coef(e: AffineExpr, d: int) -> int | None:
+    """d(e)/d(dim d) when e is affine in dim d, else None."""
+    if isinstance(e, AffineConstantExpr):
+        return 0
+    if isinstance(e, AffineDimExpr):
+        return 1 if e.position == d else 0
+    assert isinstance(e, AffineBinaryOpExpr)
+    if d not in e.used_dims():
+        return 0
+    k = e.kind
+    if k == AffineBinaryOpKind.Add:
+        a, c = linear_coef(e.lhs, d), linear_coef(e.rhs, d)
+        return None if a is None or c is None else a + c
+    if k == AffineBinaryOpKind.Mul:
+        if isinstance(e.rhs, AffineConstantExpr):
+            a = linear_coef(e.lhs, d)
+            return None if a is None else a * e.rhs.value
+        if isinstance(e.lhs, AffineConstantExpr):
+            a = linear_coef(e.rhs, d)
+            return None if a is None else a * e.lhs.value
+    return None
+
+
+def identity(kind: str, t):
+    if kind == "sum" or kind == "any":
+        return 0.0 if is_float(t) else 0
+    if kind == "prod" or kind == "all":
+        return 1.0 if is_float(t) else 1
+    if is_float(t):
+        return -math.inf if kind == "max" else math.inf
+    w = t.width.data
+    if is_unsigned(t):
+        return 0 if kind == "max" else (1 << w) - 1
+    return (1 << (w - 1)) if kind == "max" else (1 << (w - 1)) - 1  # INT_MIN bits / INT_MAX
+
+
+def combine(cg: KernelCodegen, kind: str, t, a, x):
+    b = cg.b
+    f = is_float(t)
+    if kind == "sum":
+        return b.fadd(a, x, flags=FM) if f else b.add(a, x)
+    if kind == "prod":
+        return b.fmul(a, x, flags=FM) if f else b.mul(a, x)
+    if kind == "any":
+        return b.or_(a, x)
+    if kind == "all":
+        return b.and_(a, x)
+    if kind in ("max", "min"):
+        return np_extreme(cg, kind == "max", t, a, x)
+    raise NotImplementedError(kind)
+
+
+def np_extreme(cg, is_max: bool, t, a, x):
+    """np.maximum / np.minimum: NaN propagates; otherwise `a >= x ? a : x`."""
+    b = cg.b
+    if is_float(t):
+        keep = b.fcmp_ordered(">=" if is_max else "<=", a, x)
+        keep = b.or_(keep, b.fcmp_unordered("uno", a, a))
+        return b.select(keep, a, x)
+    cmp = b.icmp_unsigned if is_unsigned(t) else b.icmp_signed
+    return b.select(cmp(">=" if is_max else "<=", a, x), a, x)
+
+
+def horizontal(cg, kind, t, v, w):
+    """Tree-combine the lanes of a vector accumulator."""
+    b = cg.b
+    while w > 1:
+        h = w // 2
+        lo = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h))))
+        hi = b.shuffle_vector(v, v, ir.Constant(ir.VectorType(I32, h), list(range(h, w))))
+        v = combine(cg, kind, t, lo, hi)
+        w = h
+    return b.extract_element(v, const(I32, 0)) if isinstance(v.type, ir.VectorType) else v
+
+
+from .llvm_ops import scalar_op  # noqa: E402

@@ -1,0 +1,472 @@
+"""`python -m lowering.dump`: print the IR that `lowering` captures for a function.
+
+    python -m lowering.dump model.py::layernorm --args "f32[4096,4096] f32[4096] f32[4096]"
+    python -m lowering.dump --example softmax
+    python -m lowering.dump --passes                     # the pipeline, in order
+    python -m lowering.dump --example gelu --passes      # IR after each pass, timed
+
+The output is MLIR text that xDSL parses back: each captured graph is one
+`builtin.module`; graphs are separated by `// -----` lines (so `xdsl-opt
+--split-input-file` takes the whole dump) and everything else — the call, the
+graph breaks and their reasons, the guards — is `//` comments.
+
+Inputs are built from an argument spec (see ARGS_HELP), deterministically from
+a seed, and the function really runs on them: capture runs what it captured
+(the lazy-tensor way), so what you see is what a call with such arguments
+compiles. Mistakes in the file, the function name or the spec are one line on
+stderr and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import os
+import re
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import numpy as np
+
+ARGS_HELP = """\
+argument spec (--args), one item per positional argument, separated by spaces:
+  f32[4096,4096]   an array: dtype code, then the shape in brackets
+  f32[] or f32     a 0-d array
+  float            a Python float (seeded random); float:1e-5 a given value
+  int:3            a Python int, specialized (compiled in as a constant, guarded)
+  bool:true        a Python bool (true/false), specialized
+  name=SPEC        a keyword argument, e.g. eps=float:1e-6
+dtype codes: f16 f32 f64 i8 i16 i32 i64 u8 bool
+values: floats are standard normal, integers are in [0, 10) (so they can index
+any axis of length >= 10), bools are fair coin flips; all from --seed (default
+0), so two runs see the same inputs."""
+
+STAGES = {
+    "tensor": "the captured graphs: value-semantics `array` ops plus upstream "
+              "func/arith/math on tensors",
+}
+
+DTYPE_CODES: dict[str, np.dtype] = {
+    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+    "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
+    "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
+}
+_CODE_OF = {v: k for k, v in DTYPE_CODES.items()}
+MAX_INPUT_BYTES = 8 << 30
+
+
+class UsageError(Exception):
+    """A mistake in what the user asked for: one line on stderr, exit 2."""
+
+
+# ---- argument specs ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ArgSpec:
+    kind: str  # "array" | "float" | "int" | "bool"
+    dtype: np.dtype | None = None
+    shape: tuple[int, ...] = ()
+    value: Any = None  # for scalars given a value
+    keyword: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "array":
+            assert self.dtype is not None
+            return f"{_CODE_OF[self.dtype]}[{','.join(map(str, self.shape))}]"
+        if self.value is None:
+            return self.kind
+        v = str(self.value).lower() if self.kind == "bool" else repr(self.value)
+        return f"{self.kind}:{v}"
+
+
+def _split_items(text: str) -> list[str]:
+    """Split on whitespace outside brackets, so `f32[4096, 4096]` is one item."""
+    items, cur, depth = [], [], 0
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+            if depth < 0:
+                raise UsageError(f"bad argument spec {text!r}: unbalanced ']'")
+        if ch.isspace() and depth == 0:
+            if cur:
+                items.append("".join(cur))
+                cur = []
+            continue
+        cur.append(ch)
+    if depth:
+        raise UsageError(f"bad argument spec {text!r}: unclosed '['")
+    if cur:
+        items.append("".join(cur))
+    return items
+
+
+def parse_item(item: str) -> ArgSpec:
+    keyword = None
+    m = re.fullmatch(r"([A-Za-z_]\w*)=(.*)", item)
+    if m:
+        keyword, item = m.group(1), m.group(2)
+    spec = _parse_value_spec(item)
+    return ArgSpec(spec.kind, spec.dtype, spec.shape, spec.value, keyword)
+
+
+def _parse_value_spec(item: str) -> ArgSpec:
+    def bad(why: str) -> UsageError:
+        return UsageError(f"bad argument spec {item!r}: {why}")
+
+    head, colon, val = item.partition(":")
+    if colon:
+        if head == "float":
+            try:
+                return ArgSpec("float", value=float(val))
+            except ValueError:
+                raise bad(f"{val!r} is not a float") from None
+        if head == "int":
+            try:
+                return ArgSpec("int", value=int(val, 0))
+            except ValueError:
+                raise bad(f"{val!r} is not an integer") from None
+        if head == "bool":
+            if val.lower() not in ("true", "false"):
+                raise bad("a bool is bool:true or bool:false")
+            return ArgSpec("bool", value=val.lower() == "true")
+        raise bad("only float, int and bool take a ':value'")
+    if item == "float":
+        return ArgSpec("float")
+    if item == "int":
+        raise bad("an int is specialized, so it needs a value, e.g. int:3")
+    m = re.fullmatch(r"(\w+)(?:\[([^\]]*)\])?", item)
+    if not m:
+        raise bad("expected DTYPE[d0,d1,...], float, int:N or bool:true")
+    code, dims = m.group(1), m.group(2)
+    if code not in DTYPE_CODES:
+        raise bad(f"unknown dtype code {code!r} (known: {' '.join(DTYPE_CODES)})")
+    shape: tuple[int, ...] = ()
+    if dims is not None and dims.strip():
+        try:
+            shape = tuple(int(d) for d in dims.split(","))
+        except ValueError:
+            raise bad(f"shape [{dims}] must be comma-separated integers") from None
+        if any(d < 0 for d in shape):
+            raise bad("negative dimension")
+    dtype = DTYPE_CODES[code]
+    if int(np.prod(shape, dtype=np.float64)) * dtype.itemsize > MAX_INPUT_BYTES:
+        raise bad(f"more than {MAX_INPUT_BYTES >> 30} GiB")
+    return ArgSpec("array", dtype, shape)
+
+
+def parse_spec(text: str) -> list[ArgSpec]:
+    specs = [parse_item(item) for item in _split_items(text)]
+    seen: set[str] = set()
+    for s in specs:
+        if s.keyword is not None:
+            if s.keyword in seen:
+                raise UsageError(f"bad argument spec: keyword {s.keyword!r} given twice")
+            seen.add(s.keyword)
+        elif seen:
+            raise UsageError("bad argument spec: a positional item follows a keyword item")
+    return specs
+
+
+def make_value(spec: ArgSpec, rng: np.random.Generator) -> Any:
+    if spec.kind == "float":
+        return float(rng.standard_normal()) if spec.value is None else spec.value
+    if spec.kind in ("int", "bool"):
+        return spec.value
+    dt = spec.dtype
+    assert dt is not None
+    if dt.kind == "f":
+        gen = np.float32 if dt == np.float16 else dt.type
+        return np.asarray(rng.standard_normal(spec.shape, dtype=gen), dtype=dt)
+    if dt.kind == "b":
+        return rng.random(spec.shape) < 0.5
+    return rng.integers(0, 10, size=spec.shape, dtype=dt)
+
+
+def make_inputs(spec: str | Sequence[ArgSpec], seed: int = 0) -> tuple[list, dict]:
+    """(args, kwargs) for a spec: the same values for the same spec and seed."""
+    specs = parse_spec(spec) if isinstance(spec, str) else list(spec)
+    rng = np.random.default_rng(seed)
+    args, kwargs = [], {}
+    for s in specs:
+        v = make_value(s, rng)
+        if s.keyword is None:
+            args.append(v)
+        else:
+            kwargs[s.keyword] = v
+    return args, kwargs
+
+
+# ---- the function ---------------------------------------------------------------
+
+def load_function(target: str) -> tuple[Callable, str]:
+    """`PATH.py::NAME` (NAME may be dotted: `Model.forward`) -> (function, NAME)."""
+    path, sep, name = target.rpartition("::")
+    if not sep or not path or not name:
+        raise UsageError(f"expected PATH.py::FUNCTION, got {target!r}")
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    mod_name = "_lowering_dump_" + re.sub(r"\W", "_", os.path.splitext(os.path.basename(path))[0])
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"cannot import {path} (not a Python file?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except SystemExit as e:
+        raise UsageError(f"importing {path} called exit({e.code})") from None
+    except BaseException as e:  # noqa: BLE001  (any error in the user's file)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        raise UsageError(f"importing {path} failed: {_one_line(e)}") from None
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            funcs = sorted(k for k, v in vars(module).items()
+                           if callable(v) and getattr(v, "__module__", None) == mod_name)
+            hint = f" (defined there: {', '.join(funcs)})" if funcs else ""
+            raise UsageError(f"{path} has no {name!r}{hint}")
+        obj = getattr(obj, part)
+    from .api import CompiledFunction
+
+    if isinstance(obj, CompiledFunction):
+        obj = obj.fn
+    if not callable(obj):
+        raise UsageError(f"{path}::{name} is a {type(obj).__name__}, not a function")
+    return obj, name
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: " + " ".join(str(e).split())
+
+
+def _bind(fn: Callable, specs: list[ArgSpec], label: str) -> list[str]:
+    """Check the spec against fn's signature; the parameter name of each item."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return [s.keyword or f"arg{i}" for i, s in enumerate(specs)]
+    pos = [object()] * sum(1 for s in specs if s.keyword is None)
+    kw = {s.keyword: object() for s in specs if s.keyword is not None}
+    try:
+        bound = sig.bind(*pos, **kw)
+    except TypeError as e:
+        raise UsageError(f"--args does not fit {label}{sig}: {e}") from None
+    names: list[str] = []
+    for pname, val in bound.arguments.items():
+        p = sig.parameters[pname]
+        if p.kind is p.VAR_POSITIONAL:
+            names.extend(f"{pname}[{i}]" for i in range(len(val)))
+        elif p.kind is p.VAR_KEYWORD:
+            names.extend(val)
+        else:
+            names.append(pname)
+    return names
+
+
+# ---- capture and printing -------------------------------------------------------
+
+@dataclass
+class Dump:
+    """What one dump captured: the explain report and the parsed graphs."""
+
+    title: str
+    report: Any  # lowering.explain.ExplainOutput
+    modules: list  # xdsl ModuleOp per graph, parsed back from the report's text
+
+
+def capture(fn: Callable, specs: list[ArgSpec], seed: int = 0, label: str | None = None) -> Dump:
+    """Trace fn on inputs built from specs; `lowering.explain` reports it."""
+    from xdsl.parser import Parser
+
+    from .explain import explain
+    from .pipeline import context
+
+    label = label or getattr(fn, "__name__", "fn")
+    names = _bind(fn, specs, label)
+    title = f"{label}(" + ", ".join(f"{n}: {s}" for n, s in zip(names, specs)) + ")"
+    args, kwargs = make_inputs(specs, seed)
+    try:
+        report = explain(fn)(*args, **kwargs)
+    except Exception as e:
+        # numpy's own error on these inputs is the user's (a shape that does not
+        # fit, say); any other is a compiler bug and keeps its traceback.
+        args, kwargs = make_inputs(specs, seed)
+        try:
+            fn(*args, **kwargs)
+        except Exception as eager:
+            raise UsageError(f"{label} fails on these arguments in numpy itself: "
+                             f"{_one_line(eager)}") from None
+        raise RuntimeError(f"lowering failed to capture {title} (numpy runs it fine): "
+                           f"{_one_line(e)}") from e
+    ctx = context()
+    modules = [Parser(ctx, text).parse_module() for text in report.graphs]
+    return Dump(title, report, modules)
+
+
+def _where(filename: str | None, lineno: int | None) -> str:
+    if filename is None:
+        return "<unknown>"
+    rel = os.path.relpath(filename)
+    return f"{filename if rel.startswith('..') else rel}:{lineno}"
+
+
+def print_header(d: Dump, stage: str, out: TextIO) -> None:
+    r = d.report
+    out.write(f"// lowering.dump {d.title} --stage {stage}\n")
+    out.write(f"// {r.graph_count} graph{'s' * (r.graph_count != 1)}, "
+              f"{r.graph_break_count} graph break{'s' * (r.graph_break_count != 1)}\n")
+    for i, b in enumerate(r.breaks, 1):
+        out.write(f"//   break {i}: {b.reason}\n//     at {_where(b.filename, b.lineno)}\n")
+    if r.guards:
+        out.write("// guards:\n")
+        out.writelines(f"//   {g}\n" for g in r.guards)
+    if r.graph_count == 0:
+        out.write("// no graph was captured: the function ran eagerly\n")
+
+
+def print_graphs(d: Dump, out: TextIO, between: Callable[[int, Any], None] | None = None) -> None:
+    """Each graph as MLIR text, `// -----` between graphs, each graph break's
+    reason where it happened. `between(i, module)` prints extra per graph."""
+    r = d.report
+    aligned = len(r.breaks) == len(d.modules) - 1
+    for i, module in enumerate(d.modules):
+        if i:
+            out.write("// -----\n")
+            if aligned:
+                b = r.breaks[i - 1]
+                out.write(f"// graph break {i}: {b.reason} at {_where(b.filename, b.lineno)}\n")
+        if len(d.modules) > 1:
+            out.write(f"// graph {i}\n")
+        out.write(f"{str(module)}\n")
+        if between is not None:
+            between(i, module)
+
+
+def pipeline_listing() -> list[tuple[str, str]]:
+    from .pipeline import tensor_passes
+
+    return [(p.name, f"{type(p).__module__}.{type(p).__name__}") for p in tensor_passes()]
+
+
+def print_pipeline(out: TextIO, prefix: str = "") -> None:
+    rows = pipeline_listing()
+    w = max(len(n) for n, _ in rows)
+    out.write(f"{prefix}tensor-level pipeline (lowering.pipeline.tensor_passes), in order:\n")
+    for i, (name, where) in enumerate(rows, 1):
+        out.write(f"{prefix}  {i}. {name.ljust(w)}  {where}\n")
+
+
+def run_pipeline_printing(module, out: TextIO, timings: dict[str, float]) -> None:
+    """Run the tensor pipeline on a copy of module, printing the IR after each
+    pass (verified) with the time the pass took."""
+    from .pipeline import run_passes, tensor_passes
+
+    def after(p, m, dt: float) -> None:
+        timings[p.name] = timings.get(p.name, 0.0) + dt
+        out.write(f"// -----// IR after {p.name} ({dt * 1e3:.2f} ms) //----- //\n")
+        out.write(f"{str(m)}\n")
+        try:
+            m.verify()
+        except Exception as e:
+            raise RuntimeError(f"pass {p.name} produced IR that does not verify: "
+                               f"{_one_line(e)}") from e
+
+    run_passes(module.clone(), tensor_passes(), after)
+
+
+# ---- command line ---------------------------------------------------------------
+
+class _ArgParser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse prints usage too)
+        self.exit(2, f"lowering.dump: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    from .examples import EXAMPLES
+
+    ex = "\n".join(f"  {e.name:16} {e.about}\n  {'':16} default --args \"{e.args}\""
+                   for e in EXAMPLES.values())
+    stages = "\n".join(f"  {k:16} {v}" for k, v in STAGES.items())
+    p = _ArgParser(
+        prog="python -m lowering.dump",
+        description="Print the IR that lowering captures for a numpy function.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=f"{ARGS_HELP}\n\nstages (--stage):\n{stages}\n\nbuilt-in examples (--example):\n{ex}",
+    )
+    p.add_argument("target", nargs="?", help="PATH.py::FUNCTION (FUNCTION may be dotted)")
+    p.add_argument("--args", dest="spec", metavar="SPEC",
+                   help="argument spec, e.g. \"f32[4096,4096] f32[4096] int:3\" (see below)")
+    p.add_argument("--example", metavar="NAME", help="dump a built-in example (see below)")
+    p.add_argument("--stage", default="tensor", metavar="STAGE",
+                   help="which level to print (default: tensor)")
+    p.add_argument("--passes", action="store_true",
+                   help="list the pipeline's passes in order; with a function, also print "
+                        "the IR after each pass and the time it took")
+    p.add_argument("--print-between-passes", action="store_true",
+                   help="print the IR after each pass (with its time)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the inputs (default 0)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    out = out if out is not None else sys.stdout
+    ns = _parser().parse_args(argv)
+    try:
+        return _run(ns, out)
+    except UsageError as e:
+        sys.stderr.write(f"lowering.dump: error: {e}\n")
+        return 2
+
+
+def _run(ns: argparse.Namespace, out: TextIO) -> int:
+    from .examples import EXAMPLES
+
+    if ns.stage not in STAGES:
+        raise UsageError(f"unknown stage {ns.stage!r}; the stages that exist so far: "
+                         f"{', '.join(STAGES)}")
+    if ns.target and ns.example:
+        raise UsageError("give either PATH.py::FUNCTION or --example, not both")
+    if ns.example:
+        if ns.example not in EXAMPLES:
+            raise UsageError(f"unknown example {ns.example!r} (built-in: {', '.join(EXAMPLES)})")
+        e = EXAMPLES[ns.example]
+        fn, label, spec_text = e.fn, e.name, ns.spec if ns.spec is not None else e.args
+    elif ns.target:
+        fn, label = load_function(ns.target)
+        spec_text = ns.spec if ns.spec is not None else ""
+    else:
+        if ns.passes:
+            print_pipeline(out)
+            return 0
+        raise UsageError("nothing to dump: give PATH.py::FUNCTION or --example NAME "
+                         "(or --passes alone to list the pipeline)")
+    specs = parse_spec(spec_text)
+    d = capture(fn, specs, ns.seed, label)
+    print_header(d, ns.stage, out)
+    if ns.passes:
+        print_pipeline(out, prefix="// ")
+    timings: dict[str, float] = {}
+    between = None
+    if ns.passes or ns.print_between_passes:
+        def between(i: int, module) -> None:
+            run_pipeline_printing(module, out, timings)
+    print_graphs(d, out, between)
+    if ns.passes and timings:
+        out.write("// pass times (all graphs): " +
+                  ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in timings.items()) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        code = main()
+    except BrokenPipeError:  # `... | head`
+        code = 0
+    sys.exit(code)

@@ -1,0 +1,503 @@
+"""`lower-to-loop`: the tensor level becomes the loop level, fusing as it goes.
+
+Every tensor value is either *realized* (it gets a buffer: graph inputs and
+outputs, operands and results of externs, reductions that cannot be fused
+into their consumer, and expensive pointwise values used more than once) or
+*inlined*: computed on the fly, at the index its consumer asks for, inside
+the consumer's kernel. Views (broadcast, transpose, slice, reshape) only
+transform the index. A realized value is computed by one `loop.kernel`:
+
+* its domain is the value's shape, split into parallel dims P (a prefix) and
+  inner dims;
+* reductions it needs whose result is indexed exactly by P are computed per
+  point of P as `loop.reduce` ops at the top of the kernel (a reduction with
+  its pointwise prologue and epilogue over the same rows is one kernel:
+  LayerNorm, softmax, RMSNorm);
+* the pointwise body runs in a `loop.map` over the inner dims and stores.
+
+Ops the loop level does not generate become `loop.extern` calls (matmul goes
+to BLAS; gather/scatter/scan/concat/pad/insert_slice run in numpy for now).
+Every refused fusion leaves a reason in `FUSION_LOG` for `explain`."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from xdsl.context import Context
+from xdsl.dialects import arith, func, math, memref
+from xdsl.dialects.builtin import (
+    DYNAMIC_INDEX,
+    ArrayAttr,
+    DictionaryAttr,
+    FunctionType,
+    IndexType,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    NoneAttr,
+    Signedness,
+    StridedLayoutAttr,
+    StringAttr,
+    TensorType,
+    i64,
+)
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.passes import ModulePass
+from xdsl.printer import Printer
+
+from dialects import array as A
+from dialects import loop as L
+
+# ufuncs (by numpy name) that every loop-level code generator implements;
+# others run through an extern
+GENERATED_UFUNCS = frozenset("""
+maximum minimum fmax fmin sign square reciprocal isnan isinf isfinite signbit logical_not
+logical_and logical_or logical_xor negative absolute sqrt exp log tanh floor_divide
+remainder power fmod hypot logaddexp cbrt exp2 expm1 log2 log10 log1p sin cos tan
+arcsin arccos arctan arctan2 sinh cosh arcsinh arccosh arctanh floor ceil trunc rint
+copysign invert bitwise_and bitwise_or bitwise_xor left_shift right_shift divide add
+subtract multiply deg2rad rad2deg degrees radians heaviside
+""".split())
+
+# relative cost of computing a value again instead of storing it
+_EXPENSIVE = {"exp", "log", "tanh", "power", "sin", "cos", "tan", "expm1", "log1p", "exp2",
+              "log2", "log10", "arctan", "arcsin", "arccos", "arctan2", "sinh", "cosh",
+              "hypot", "logaddexp", "cbrt", "arcsinh", "arccosh", "arctanh"}
+RECOMPUTE_LIMIT = 12
+
+_ELEMENTWISE_DIALECTS = ("arith.", "math.")
+
+
+def scalar_type(t):
+    return t.element_type
+
+
+def memref_of(t: TensorType, layout: str = "C") -> MemRefType:
+    if layout == "C":
+        return MemRefType(t.element_type, t.get_shape())
+    strides = [NoneAttr()] * t.get_num_dims()
+    return MemRefType(t.element_type, t.get_shape(), StridedLayoutAttr(strides, 0))
+
+
+def is_elementwise(op: Operation) -> bool:
+    return op.name.startswith(_ELEMENTWISE_DIALECTS) or isinstance(
+        op, (A.UfuncOp, A.CompareOp, A.SelectOp, A.CastOp, A.ConstantOp, A.IotaOp))
+
+
+def is_view(op: Operation) -> bool:
+    return isinstance(op, (A.BroadcastOp, A.TransposeOp, A.SliceOp, A.ReshapeOp))
+
+
+def generated(op: Operation) -> bool:
+    """Can the loop level compute this op inline?"""
+    if isinstance(op, A.UfuncOp):
+        fn = op.fn.data
+        if fn in ("power", "reciprocal") and isinstance(op.inputs[0].type.element_type, IntegerType):
+            return False  # numpy raises for negative integer powers; 1/0 rules
+        return fn in GENERATED_UFUNCS
+    if isinstance(op, A.ConstantOp):
+        return not op.value.data.startswith("bytes:")
+    if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
+        return True
+    return is_elementwise(op) or is_view(op)
+
+
+# ---- index transforms (consumer index -> operand index) -----------------------
+Index = tuple[AffineExpr, ...]
+
+
+def dim(i: int) -> AffineExpr:
+    return AffineExpr.dimension(i)
+
+
+def const(c: int) -> AffineExpr:
+    return AffineExpr.constant(c)
+
+
+def through_view(op: Operation, idx: Index) -> Index:
+    if isinstance(op, A.BroadcastOp):
+        s, d = op.input.type.get_shape(), op.result.type.get_shape()
+        off = len(d) - len(s)
+        return tuple(const(0) if n == 1 and d[k + off] != 1 else idx[k + off] for k, n in enumerate(s))
+    if isinstance(op, A.TransposeOp):
+        perm = A.ints(op.permutation)
+        out: list[AffineExpr] = [const(0)] * len(perm)
+        for i, p in enumerate(perm):
+            out[p] = idx[i]
+        return tuple(out)
+    if isinstance(op, A.SliceOp):
+        return tuple(b + s * e if s != 1 else (e + b if b else e)
+                     for e, b, s in zip(idx, A.ints(op.start), A.ints(op.step)))
+    if isinstance(op, A.ReshapeOp):
+        return reshape_index(op.input.type.get_shape(), op.result.type.get_shape(), idx)
+    raise TypeError(op.name)
+
+
+def reshape_index(src: tuple[int, ...], dst: tuple[int, ...], idx: Index) -> Index:
+    """Row-major reshape as index maps, group by group (dims whose products
+    agree), so that unit dims and untouched dims map directly."""
+    out: list[AffineExpr] = [const(0)] * len(src)
+    si = [i for i, n in enumerate(src) if n != 1]
+    di = [i for i, n in enumerate(dst) if n != 1]
+    a = b = 0
+    while a < len(si) or b < len(di):
+        ga, gb = [si[a]], [di[b]]
+        pa, pb = src[si[a]], dst[di[b]]
+        a, b = a + 1, b + 1
+        while pa != pb:
+            if pa < pb:
+                ga.append(si[a]); pa *= src[si[a]]; a += 1  # noqa: E702
+            else:
+                gb.append(di[b]); pb *= dst[di[b]]; b += 1  # noqa: E702
+        if len(ga) == 1 and len(gb) == 1:
+            out[ga[0]] = idx[gb[0]]
+            continue
+        lin: AffineExpr = const(0)
+        for d in gb:
+            lin = lin * dst[d] + idx[d]
+        stride = pa
+        for k, s in enumerate(ga):
+            stride //= src[s]
+            e = lin if stride == 1 else lin // stride
+            out[s] = e if k == 0 else e % src[s]
+    return tuple(out)
+
+
+def is_prefix(idx: Index) -> int | None:
+    """len(idx) if idx is exactly (d0, ..., d_{k-1}), else None."""
+    for i, e in enumerate(idx):
+        if str(e) != f"d{i}":
+            return None
+    return len(idx)
+
+
+class Restart(Exception):
+    def __init__(self, value: SSAValue, reason: str):
+        self.value, self.reason = value, reason
+
+
+@dataclass
+class Lowering:
+    func_op: func.FuncOp
+    layouts: list[str]
+    realized: set = field(default_factory=set)
+    reasons: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.block = self.func_op.body.blocks[0]
+        self.uses = Counter()
+        for op in self.block.ops:
+            for v in op.operands:
+                self.uses[v] += 1
+        ret = self.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        for v in ret.arguments:
+            self.realized.add(v)
+        for op in self.block.ops:
+            if isinstance(op, func.ReturnOp):
+                continue
+            if not generated(op):
+                self.realized.update(op.operands)
+                self.realized.update(op.results)
+        for op in self.block.ops:
+            for r in op.results:
+                if r not in self.realized and self.uses[r] >= 2 and self.cost(r) >= RECOMPUTE_LIMIT:
+                    self.realized.add(r)
+                    self.reasons.append(f"{op.name} is realized: used {self.uses[r]} times and "
+                                        f"costs {self.cost(r)} to recompute")
+
+    def cost(self, v: SSAValue, depth: int = 0) -> int:
+        op = v.owner
+        if isinstance(v, BlockArgument) or (depth and v in self.realized) or depth > 16:
+            return 0
+        if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
+            return 1  # computed once per row in the consumer's kernel
+        own = 8 if (isinstance(op, A.UfuncOp) and op.fn.data in _EXPENSIVE) or (
+            op.name.startswith("math.") and op.name[5:] in ("exp", "log", "tanh", "powf", "sin", "cos")) else (
+            0 if is_view(op) else 1)
+        return own + sum(self.cost(o, depth + 1) for o in op.operands)
+
+    # ---- driver --------------------------------------------------------------
+    def run(self) -> func.FuncOp:
+        for _ in range(64):
+            try:
+                return self._emit_func()
+            except Restart as r:
+                self.realized.add(r.value)
+                self.reasons.append(r.reason)
+        raise RuntimeError("lower-to-loop did not converge")
+
+    def _emit_func(self) -> func.FuncOp:
+        in_types = [memref_of(a.type, lay) for a, lay in zip(self.block.args, self.layouts)]
+        body = Block(arg_types=in_types)
+        self.out = body
+        self.buffer: dict[SSAValue, SSAValue] = dict(zip(self.block.args, body.args))
+        self.kernels = 0
+        for op in self.block.ops:
+            if isinstance(op, func.ReturnOp):
+                body.add_op(func.ReturnOp(*[self.buffer[v] for v in op.arguments]))
+                continue
+            for r in op.results:
+                if r in self.realized:
+                    self._realize(op, r)
+        outs = [o.type for o in body.last_op.operands]
+        f = func.FuncOp("main", FunctionType.from_lists(in_types, outs), Region(body))
+        if self.func_op.arg_attrs is not None:
+            f.arg_attrs = self.func_op.arg_attrs
+        return f
+
+    def _alloc(self, v: SSAValue) -> SSAValue:
+        t = memref_of(v.type)
+        a = memref.AllocOp([], [], t)
+        self.out.add_op(a)
+        self.buffer[v] = a.memref
+        return a.memref
+
+    def _realize(self, op: Operation, v: SSAValue) -> None:
+        if not generated(op):
+            ins = [self.buffer[o] for o in op.operands]
+            outs = [self._alloc(r) for r in op.results]
+            fn = "matmul" if isinstance(op, A.DotOp) else f"numpy:{op.name}"
+            self.out.add_op(L.ExternOp(fn, ins, outs, generic_text(op)))
+            return
+        if v in self.buffer:
+            return
+        buf = self._alloc(v)
+        KernelEmitter(self, v, buf).emit()
+
+
+def generic_text(op: Operation) -> str:
+    """The op wrapped in a `func.func` of its operands, in MLIR generic form:
+    self-contained text a backend can parse back to run the op."""
+    import io
+
+    blk = Block(arg_types=[o.type for o in op.operands])
+    clone = op.clone()
+    for i, a in enumerate(blk.args):
+        clone.operands[i] = a  # type: ignore[index]
+    blk.add_op(clone)
+    blk.add_op(func.ReturnOp(*clone.results))
+    f = func.FuncOp("extern", FunctionType.from_lists([o.type for o in op.operands],
+                                                       [r.type for r in op.results]), Region(blk))
+    out = io.StringIO()
+    Printer(stream=out, print_generic_format=True).print_op(f)
+    return out.getvalue()
+
+
+class KernelEmitter:
+    """Builds the `loop.kernel` computing one realized value."""
+
+    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
+        self.lw, self.root, self.buf = lw, root, buf
+
+    # phase 1: which reductions does the root need, at which index?
+    def _collect(self, v: SSAValue, idx: Index, found: list, seen: set) -> None:
+        key = (v, tuple(map(str, idx)))
+        if key in seen:
+            return
+        seen.add(key)
+        if v in self.lw.realized and v is not self.root:
+            return
+        op = v.owner
+        if isinstance(v, BlockArgument):
+            return
+        if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
+            for o, i in self._reduce_operand_index(op, idx, None):
+                self._collect(o, i, found, seen)
+            found.append((v, idx))
+            return
+        if is_view(op):
+            self._collect(op.operands[0], through_view(op, idx), found, seen)
+            return
+        for o in op.operands:
+            self._collect(o, idx, found, seen)
+
+    def _reduce_operand_index(self, op, idx: Index, first_dim: int | None):
+        """Operand index of a reduction at output index idx; its reduced dims
+        are d{first_dim}... (None: placeholders for analysis)."""
+        x = op.input
+        axes = A.ints(op.axes) if isinstance(op, A.ReduceOp) else (op.axis.value.data,)
+        out, it, k = [], iter(idx), 0
+        for d in range(x.type.get_num_dims()):
+            if d in axes:
+                out.append(dim(first_dim + k) if first_dim is not None else dim(1000 + k))
+                k += 1
+            else:
+                out.append(next(it))
+        return [(x, tuple(out))]
+
+    def emit(self) -> None:
+        lw, root = self.lw, self.root
+        shape = root.type.get_shape()
+        n = len(shape)
+        found: list = []
+        self._collect(root, tuple(dim(i) for i in range(n)), found, set())
+        reductions = []
+        p = None
+        for v, idx in found:
+            k = is_prefix(idx)
+            if k is None:
+                raise Restart(v, f"{v.owner.name} is realized: its consumer reads it at "
+                                 f"({', '.join(map(str, idx))}), not once per row")
+            if p is None:
+                p = k
+            elif k != p:
+                raise Restart(v, f"{v.owner.name} is realized: rows of {k} dims do not match "
+                                 f"the kernel's {p}")
+            reductions.append(v)
+        if p is None:
+            p = max(n - 1, 0)
+        lw.kernels += 1
+        self.k = L.KernelOp(f"k{lw.kernels}", [], shape[:p])
+        self.p = p
+        self.kblock = self.k.body.block
+        self.kmemo: dict = {}
+        self.used_buffers: list[SSAValue] = []
+        pidx = tuple(dim(i) for i in range(p))
+        for v in dict.fromkeys(reductions):
+            self.kmemo[(v, tuple(map(str, pidx)))] = self._emit_reduce(v.owner, pidx)
+        if p == n:
+            self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+            val = self.value_at(root, pidx)
+            self._store(val, pidx)
+        else:
+            m = L.MapOp(shape[p:])
+            self.kblock.add_op(m)
+            mb = m.body.block
+            self.block, self.dims, self.memo = mb, list(self.kblock.args) + list(mb.args), {}
+            full = tuple(dim(i) for i in range(n))
+            val = self.value_at(root, full)
+            self._store(val, full)
+            mb.add_op(L.YieldOp())
+        self.kblock.add_op(L.YieldOp())
+        bufs = list(dict.fromkeys(self.used_buffers + [self.buf]))
+        k = L.KernelOp(self.k.sym_name.data, bufs, shape[:p])
+        k.body.detach_block(0)
+        k.body.add_block(self.k.body.detach_block(0))
+        lw.out.add_op(k)
+
+    def _store(self, val: SSAValue, idx: Index) -> None:
+        m = AffineMap(len(self.dims), 0, idx)
+        self.block.add_op(L.StoreOp(val, self.buf, self.dims, m))
+
+    def _emit_reduce(self, op, pidx: Index) -> SSAValue:
+        x = op.input
+        axes = A.ints(op.axes) if isinstance(op, A.ReduceOp) else (op.axis.value.data,)
+        ranges = [x.type.get_shape()[a] for a in axes]
+        kind = op.kind.data
+        el = x.type.element_type
+        rtype = i64 if kind in ("argmax", "argmin") else el
+        r = L.ReduceOp(kind, ranges, rtype)
+        self.kblock.add_op(r)
+        rb = r.body.block
+        saved = getattr(self, "block", None), getattr(self, "dims", None), getattr(self, "memo", None)
+        self.block, self.dims, self.memo = rb, list(self.kblock.args) + list(rb.args), {}
+        (_, xi), = self._reduce_operand_index(op, pidx, self.p)
+        v = self.value_at(x, xi)
+        rb.add_op(L.YieldOp(v))
+        self.block, self.dims, self.memo = saved
+        return r.result
+
+    # phase 2: scalar code for v at idx in the current region
+    def value_at(self, v: SSAValue, idx: Index) -> SSAValue:
+        key = (v, tuple(map(str, idx)))
+        hit = self.memo.get(key) or self.kmemo.get(key)
+        if hit is not None:
+            return hit
+        res = self._value_at(v, idx)
+        self.memo[key] = res
+        return res
+
+    def _emit(self, op: Operation) -> SSAValue:
+        self.block.add_op(op)
+        return op.results[0]
+
+    def _value_at(self, v: SSAValue, idx: Index) -> SSAValue:
+        lw = self.lw
+        if v in lw.buffer and (v in lw.realized or isinstance(v, BlockArgument)) and v is not self.root:
+            buf = lw.buffer[v]
+            self.used_buffers.append(buf)
+            return self._emit(L.LoadOp(buf, self.dims, AffineMap(len(self.dims), 0, idx)))
+        op = v.owner
+        if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
+            raise Restart(v, f"{op.name} is realized: needed inside another loop")
+        if is_view(op):
+            return self.value_at(op.operands[0], through_view(op, idx))
+        el = v.type.element_type
+        if isinstance(op, A.ConstantOp):
+            return self._emit(L.ConstOp(op.value.data, el))
+        if isinstance(op, A.IotaOp):
+            d = op.dimension.value.data
+            i = self._index_value(idx[d])
+            c = self._emit(arith.IndexCastOp(i, i64))
+            return c if el == i64 else self._emit(L.CastOp(c, el))
+        args = [self.value_at(o, idx) for o in op.operands]
+        if isinstance(op, A.UfuncOp):
+            return self._emit(L.UfuncOp(op.fn.data, args, el))
+        if isinstance(op, A.CastOp):
+            return self._emit(L.CastOp(args[0], el))
+        if isinstance(op, A.SelectOp):
+            return self._emit(arith.SelectOp(*args))
+        if isinstance(op, A.CompareOp):
+            return self._emit(compare(op.predicate.data, args[0], args[1]))
+        # upstream arith/math: the same op on scalars
+        new = type(op).create(operands=args, result_types=[el], properties=dict(op.properties))
+        return self._emit(new)
+
+    def _index_value(self, e: AffineExpr) -> SSAValue:
+        """An index-typed SSA value for an affine expression of the dims."""
+        m = AffineMap(len(self.dims), 0, (e,))
+        s = str(e)
+        if s.startswith("d") and s[1:].isdigit():
+            return self.dims[int(s[1:])]
+        from xdsl.dialects import affine
+
+        return self._emit(affine.ApplyOp(self.dims, m))
+
+
+_FPRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+_SPRED = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+_UPRED = {"eq": "eq", "ne": "ne", "lt": "ult", "le": "ule", "gt": "ugt", "ge": "uge"}
+
+
+def compare(pred: str, a: SSAValue, b: SSAValue) -> Operation:
+    t = a.type
+    if isinstance(t, IntegerType):
+        unsigned = t.width.data == 1 or t.signedness.data == Signedness.UNSIGNED
+        return arith.CmpiOp(a, b, (_UPRED if unsigned else _SPRED)[pred])
+    return arith.CmpfOp(a, b, _FPRED[pred])
+
+
+@dataclass(frozen=True)
+class LowerToLoop(ModulePass):
+    """Tensor-level `func.func`s become loop-level ones over memrefs."""
+
+    name = "lower-to-loop"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for f in list(op.ops):
+            if isinstance(f, func.FuncOp):
+                new = lower_func(f)
+                op.body.block.insert_op_before(new, f)
+                op.body.block.erase_op(f)
+
+
+FUSION_LOG: list[str] = []
+
+
+def layouts_of(f: func.FuncOp) -> list[str]:
+    out = []
+    attrs = f.arg_attrs.data if f.arg_attrs is not None else [DictionaryAttr({})] * len(f.body.blocks[0].args)
+    for a in attrs:
+        lay = a.data.get("lowering.layout")
+        out.append(lay.data if isinstance(lay, StringAttr) else "C")
+    return out
+
+
+def lower_func(f: func.FuncOp) -> func.FuncOp:
+    lw = Lowering(f, layouts_of(f))
+    new = lw.run()
+    FUSION_LOG[:] = lw.reasons
+    return new

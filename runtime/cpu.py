@@ -1,0 +1,93 @@
+"""CPU runtime: one MCJIT engine for the process (host CPU name and features),
+and launching kernels through ctypes — which releases the GIL, so a kernel's
+parallel domain is split across a persistent thread pool."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import llvmlite.binding as llvm
+
+KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+
+_lock = threading.Lock()
+_engine = None
+_tm = None
+_pool: ThreadPoolExecutor | None = None
+THREADS = int(os.environ.get("LOWERING_THREADS", os.cpu_count() or 1))
+# below this many elements of work, one thread is faster than waking others
+PARALLEL_THRESHOLD = 1 << 15
+
+
+def target_machine():
+    global _tm
+    if _tm is None:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        target = llvm.Target.from_default_triple()
+        _tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                           features=llvm.get_host_cpu_features().flatten(),
+                                           opt=3, codemodel="jitdefault")
+    return _tm
+
+
+def _engine_get():
+    global _engine
+    if _engine is None:
+        tm = target_machine()
+        _engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    return _engine
+
+
+def optimize(ir_text: str):
+    tm = target_machine()
+    mod = llvm.parse_assembly(ir_text)
+    mod.triple = tm.triple
+    mod.data_layout = str(tm.target_data)
+    mod.verify()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+    return mod
+
+
+def jit(ir_text: str, names: list[str]) -> dict[str, int]:
+    """Compile LLVM IR into the process engine; addresses of `names`."""
+    mod = optimize(ir_text)
+    with _lock:
+        ee = _engine_get()
+        ee.add_module(mod)
+        ee.finalize_object()
+        return {n: ee.get_function_address(n) for n in names}
+
+
+def assembly(ir_text: str) -> str:
+    return target_machine().emit_assembly(optimize(ir_text))
+
+
+def pool() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(max_workers=max(THREADS - 1, 1), thread_name_prefix="lowering")
+    return _pool
+
+
+def launch(fn, work: int, bufs, strides, cost: int) -> None:
+    """Run fn over [0, work), split into one chunk per thread when `cost`
+    (elements touched) pays for the wake-up."""
+    if work <= 0:
+        return
+    threads = min(THREADS, work)
+    if threads <= 1 or cost < PARALLEL_THRESHOLD:
+        fn(0, work, bufs, strides)
+        return
+    bounds = [work * i // threads for i in range(threads + 1)]
+    futs = [pool().submit(fn, bounds[i], bounds[i + 1], bufs, strides) for i in range(1, threads)]
+    fn(bounds[0], bounds[1], bufs, strides)
+    for f in futs:
+        f.result()

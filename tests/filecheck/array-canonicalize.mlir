@@ -1,0 +1,56 @@
+// RUN: xdsl-opt -p array-canonicalize %s | filecheck %s
+
+// `array-canonicalize`: structural simplifications that hold for every value.
+
+builtin.module {
+  // Broadcast, reshape and cast to the operand's own type are no-ops.
+  // CHECK-LABEL: func.func @identities
+  func.func @identities(%a: tensor<2x3xf32>) -> tensor<2x3xf32> {
+    // CHECK-NEXT: func.return %a : tensor<2x3xf32>
+    %0 = array.broadcast %a : tensor<2x3xf32> -> tensor<2x3xf32>
+    %1 = array.reshape %0 : tensor<2x3xf32> -> tensor<2x3xf32>
+    %2 = array.cast %1 : tensor<2x3xf32> -> tensor<2x3xf32>
+    func.return %2 : tensor<2x3xf32>
+  }
+
+  // A cast that changes the type is kept.
+  // CHECK-LABEL: func.func @real_cast
+  func.func @real_cast(%a: tensor<2x3xf32>) -> tensor<2x3xf64> {
+    // CHECK-NEXT: array.cast %a : tensor<2x3xf32> -> tensor<2x3xf64>
+    %0 = array.cast %a : tensor<2x3xf32> -> tensor<2x3xf64>
+    func.return %0 : tensor<2x3xf64>
+  }
+
+  // CHECK-LABEL: func.func @reshape_of_reshape
+  func.func @reshape_of_reshape(%a: tensor<2x3xf32>) -> tensor<3x2xf32> {
+    // CHECK-NEXT: [[R:%.*]] = array.reshape %a : tensor<2x3xf32> -> tensor<3x2xf32>
+    // CHECK-NEXT: func.return [[R]]
+    %0 = array.reshape %a : tensor<2x3xf32> -> tensor<6xf32>
+    %1 = array.reshape %0 : tensor<6xf32> -> tensor<3x2xf32>
+    func.return %1 : tensor<3x2xf32>
+  }
+
+  // Two transposes compose; back to the identity they vanish.
+  // CHECK-LABEL: func.func @transposes
+  func.func @transposes(%a: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>, tensor<3x2x4xf32>) {
+    // CHECK-NEXT: [[T:%.*]] = array.transpose %a [1, 0, 2] : tensor<2x3x4xf32> -> tensor<3x2x4xf32>
+    // CHECK-NEXT: func.return %a, [[T]]
+    %0 = array.transpose %a [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4x2xf32>
+    %1 = array.transpose %0 [2, 0, 1] : tensor<3x4x2xf32> -> tensor<2x3x4xf32>
+    %2 = array.transpose %0 [0, 2, 1] : tensor<3x4x2xf32> -> tensor<3x2x4xf32>
+    func.return %1, %2 : tensor<2x3x4xf32>, tensor<3x2x4xf32>
+  }
+
+  // Reading back exactly the window just written yields what was written.
+  // (`{{\[\[}}` is FileCheck's spelling of a literal `[[`.)
+  // CHECK-LABEL: func.func @slice_of_insert_slice
+  func.func @slice_of_insert_slice(%u: tensor<8xf64>, %v: tensor<6xf64>) -> (tensor<6xf64>, tensor<6xf64>) {
+    // CHECK-NEXT: [[W:%.*]] = array.insert_slice %v into %u{{\[\[}}1], [1]] : tensor<6xf64> into tensor<8xf64>
+    // CHECK-NEXT: [[OTHER:%.*]] = array.slice [[W]]{{\[\[}}2], [1]] : tensor<8xf64> -> tensor<6xf64>
+    // CHECK-NEXT: func.return %v, [[OTHER]]
+    %0 = array.insert_slice %v into %u[[1], [1]] : tensor<6xf64> into tensor<8xf64>
+    %1 = array.slice %0[[1], [1]] : tensor<8xf64> -> tensor<6xf64>
+    %2 = array.slice %0[[2], [1]] : tensor<8xf64> -> tensor<6xf64>
+    func.return %1, %2 : tensor<6xf64>, tensor<6xf64>
+  }
+}
