@@ -9,9 +9,9 @@ Run: python examples/graph_break.py    (or `make demo`)"""
 import sys
 
 import numpy as np
+from _show import show
 
 import lowering
-from _show import show
 
 
 def graph_break(x):

@@ -5,8 +5,8 @@ Run: python examples/layernorm.py    (or `make demo` for all examples)"""
 import sys
 
 import numpy as np
-
 from _show import show
+
 from lowering.examples import layernorm
 
 

@@ -9,7 +9,6 @@ Run: python examples/stencil_inplace.py    (or `make demo`)"""
 import sys
 
 import numpy as np
-
 from _show import show
 
 

@@ -24,7 +24,7 @@ import inspect
 import os
 import re
 import sys
-import traceback
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -32,7 +32,7 @@ from typing import Any, TextIO
 import numpy as np
 
 ARGS_HELP = """\
-argument spec (--args), one item per positional argument, separated by spaces:
+argument spec (--args): one item per argument, in order, separated by spaces:
   f32[4096,4096]   an array: dtype code, then the shape in brackets
   f32[] or f32     a 0-d array
   float            a Python float (seeded random); float:1e-5 a given value
@@ -45,8 +45,8 @@ any axis of length >= 10), bools are fair coin flips; all from --seed (default
 0), so two runs see the same inputs."""
 
 STAGES = {
-    "tensor": "the captured graphs: value-semantics `array` ops plus upstream "
-              "func/arith/math on tensors",
+    "tensor": "the tensor level: each captured graph is a func.func of value-semantics "
+              "`array` ops (after `decompose`, also upstream arith/math on tensors)",
 }
 
 DTYPE_CODES: dict[str, np.dtype] = {
@@ -393,17 +393,20 @@ def _parser() -> argparse.ArgumentParser:
 
     ex = "\n".join(f"  {e.name:16} {e.about}\n  {'':16} default --args \"{e.args}\""
                    for e in EXAMPLES.values())
-    stages = "\n".join(f"  {k:16} {v}" for k, v in STAGES.items())
+    stages = "\n".join(textwrap.fill(v, 79, initial_indent=f"  {k:16} ",
+                                      subsequent_indent=" " * 19) for k, v in STAGES.items())
     p = _ArgParser(
         prog="python -m lowering.dump",
         description="Print the IR that lowering captures for a numpy function.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog=f"{ARGS_HELP}\n\nstages (--stage):\n{stages}\n\nbuilt-in examples (--example):\n{ex}",
+        epilog=(f"{ARGS_HELP}\n\nstages (--stage):\n{stages}\n\n"
+                f"built-in examples (--example):\n{ex}"),
     )
     p.add_argument("target", nargs="?", help="PATH.py::FUNCTION (FUNCTION may be dotted)")
     p.add_argument("--args", dest="spec", metavar="SPEC",
                    help="argument spec, e.g. \"f32[4096,4096] f32[4096] int:3\" (see below)")
-    p.add_argument("--example", metavar="NAME", help="dump a built-in example (see below)")
+    p.add_argument("--example", metavar="NAME",
+                   help="dump a built-in example (see below); --args overrides its sizes")
     p.add_argument("--stage", default="tensor", metavar="STAGE",
                    help="which level to print (default: tensor)")
     p.add_argument("--passes", action="store_true",

@@ -46,8 +46,9 @@ def pass_classes() -> dict[str, type[ModulePass]]:
     out: dict[str, type[ModulePass]] = {}
     for mod in _modules("passes"):
         for obj in vars(mod).values():
-            if (isinstance(obj, type) and issubclass(obj, ModulePass) and obj is not ModulePass
-                    and obj.__module__ == mod.__name__ and isinstance(getattr(obj, "name", None), str)):
+            if (isinstance(obj, type) and issubclass(obj, ModulePass)
+                    and obj.__module__ == mod.__name__
+                    and isinstance(getattr(obj, "name", None), str)):
                 if obj.name in out:
                     raise ValueError(f"two passes are named {obj.name!r}: "
                                      f"{out[obj.name].__module__} and {obj.__module__}")

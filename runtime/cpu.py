@@ -34,6 +34,17 @@ def target_machine():
     return _tm
 
 
+def vector_bits() -> int:
+    """The host's SIMD register width: kernels are vectorized for it."""
+    target_machine()
+    f = llvm.get_host_cpu_features()
+    if f.get("avx512f"):
+        return 512
+    if f.get("avx2") or f.get("avx"):
+        return 256
+    return 128
+
+
 def _engine_get():
     global _engine
     if _engine is None:

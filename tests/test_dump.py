@@ -218,10 +218,12 @@ def test_print_between_passes_for_each_graph(user_file):
 
 @pytest.mark.parametrize("argv, words", [
     (["nope.py::f"], "no such file: nope.py"),
-    (["{file}::missing"], "has no 'missing' (defined there: Model, breaks, decorated, scale, shapes_mismatch)"),
+    (["{file}::missing"],
+     "has no 'missing' (defined there: Model, breaks, decorated, scale, shapes_mismatch)"),
     (["{file}"], "expected PATH.py::FUNCTION"),
     (["{file}::scale", "--args", "f32[4] q64"], "unknown dtype code 'q64'"),
-    (["{file}::scale", "--args", "f32[4]"], "--args does not fit scale(x, s, f, n, flag, eps=0.001)"),
+    (["{file}::scale", "--args", "f32[4]"],
+     "--args does not fit scale(x, s, f, n, flag, eps=0.001)"),
     (["{file}::shapes_mismatch", "--args", "f32[3] f32[4]"],
      "fails on these arguments in numpy itself: ValueError: operands could not be broadcast"),
     (["--example", "nope"], "unknown example 'nope' (built-in: layernorm"),

@@ -19,6 +19,7 @@ from dialects import array as A
 from dialects import loop as L
 from passes.lower_to_loop import lower_func
 from runtime import cpu
+from runtime.memory import POOL
 
 from ..capture.dtypes import from_ir
 from ..codegen.llvm import Emitter
@@ -40,13 +41,17 @@ def lower(module: ModuleOp) -> ModuleOp:
 
 
 def emit_llvm(loop_module: ModuleOp, prefix: str = "") -> tuple[str, list[L.KernelOp]]:
-    em = Emitter()
+    em = Emitter(vector_bits=cpu.vector_bits())
     kernels = [op for op in loop_module.walk() if isinstance(op, L.KernelOp)]
     for k in kernels:
         if prefix:
             k.sym_name = StringAttr(prefix + k.sym_name.data)
         em.kernel(k)
-    text = str(em.module)
+    # AVX-512 CPUs: LLVM otherwise prefers 256-bit vectors; our loops are
+    # written for the full width (llvmlite's builder has no string attributes)
+    bits = em.vector_bits
+    text = str(em.module).replace(
+        ") nounwind\n{", f') nounwind "prefer-vector-width"="{bits}" "min-legal-vector-width"="{bits}"\n{{')
     return text, kernels
 
 
@@ -140,7 +145,7 @@ class CpuProgram:
                 cpu.launch(fn, work, ptrs, strides, cost)
             elif kind == "alloc":
                 slot, shape, dtype = st.args
-                vals[slot] = np.empty(shape, dtype)
+                vals[slot] = POOL.empty(shape, dtype)
             else:
                 run, idx = st.args
                 with np.errstate(all="ignore"):

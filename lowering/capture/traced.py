@@ -86,7 +86,7 @@ class TracedArray:
 
     @property
     def T(self):
-        return np.transpose(self)
+        return self if self._scalar else np.transpose(self)  # a numpy scalar's .T is itself
 
     @property
     def mT(self):

@@ -106,8 +106,9 @@ def parse_const(text: str, t) -> object:
 class Emitter:
     """One LLVM module for a loop-level program: a function per kernel."""
 
-    def __init__(self, name: str = "lowering"):
+    def __init__(self, name: str = "lowering", vector_bits: int = VECTOR_BITS):
         self.module = ir.Module(name=name)
+        self.vector_bits = vector_bits
         self._intrinsics: dict[tuple, ir.Function] = {}
         self._libm: dict[str, ir.Function] = {}
 
@@ -253,7 +254,7 @@ class KernelCodegen:
         bits = max((mem_type(t).width if isinstance(mem_type(t), ir.IntType) else
                     {"float": 32, "double": 64, "half": 16}[str(mem_type(t))])
                    for t in self.elem_types)
-        w = VECTOR_BITS // max(bits, 32)
+        w = self.em.vector_bits // max(bits, 32)
         return w if n >= w else 1
 
     @property

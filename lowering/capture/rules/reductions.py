@@ -502,7 +502,17 @@ def average(tr, a, axis=None, weights=None, returned=False, *, keepdims=_NoValue
         wv = p.reshape(wv, tuple(s if ax in axis else 1 for ax, s in enumerate(x.shape)))
         wgt = tr.wrap(wv)
     scl = np.sum(wgt, axis=axis, dtype=result_dtype, **kw)
-    if np.any(scl == 0.0):  # numpy's check: a data-dependent branch (graph break when traced)
+    w_const = _constant_of(tr, weights)
+    if w_const is not None:
+        # weights known at trace time: numpy's zero check runs now, no graph break
+        wc = w_const
+        if tuple(x.shape) != tuple(wc.shape):
+            wc = wc.transpose(np.argsort(axis)).reshape(
+                tuple(s if ax in axis else 1 for ax, s in enumerate(x.shape)))
+        zero = np.any(wc.sum(axis=axis, dtype=result_dtype, **kw) == 0.0)
+    else:
+        zero = np.any(scl == 0.0)  # numpy's data-dependent check: a graph break
+    if zero:
         raise ZeroDivisionError("Weights sum to zero, can't be normalized")
     avg = np.sum(np.multiply(x, wgt, dtype=result_dtype), axis, **kw) / scl
     if returned:
@@ -510,3 +520,18 @@ def average(tr, a, axis=None, weights=None, returned=False, *, keepdims=_NoValue
             scl = np.copy(np.broadcast_to(scl, avg.shape))
         return avg, scl
     return avg
+
+
+def _constant_of(tr, w):
+    """w as a concrete array when it is a trace-time constant (not a traced value,
+    not a caller/global array read at call time), else None."""
+    if isinstance(w, TracedArray):
+        return None
+    if isinstance(w, np.ndarray):
+        i = tr.source_ids.get(id(w))
+        return None if i is not None and tr.sources[i] is w else w
+    try:
+        arr = np.asarray(w)
+    except Exception:
+        return None
+    return None if arr.dtype == object else arr

@@ -1,24 +1,190 @@
-"""Selection and clipping: where, clip, nan_to_num, select."""
+"""Selection and clipping: where, clip, nan_to_num, select.
+
+`clip` is numpy's ufunc `np._core.umath.clip` (its NaN and signed-zero rules are
+its own, not min(max(...))), emitted as `array.ufunc "clip"`; with one bound
+None numpy itself calls `minimum`/`maximum`, and so do we."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..registry import rule
+from ..traced import TracedArray
 from ..tracer import Unsupported
-from .common import result_dtype_of
+from .common import check_out, store_out
+from .reductions import strong
+
+_NoValue = np._NoValue  # type: ignore[attr-defined]
+_BOOL = np.dtype(np.bool_)
+_CLIP = np._core.umath.clip
+
+
+def promotion_operand(t: TracedArray):
+    """What `np.result_type` must see for t: a Python scalar *value* for a weak
+    (NEP 50) scalar — the Python type itself would count as a strong float64."""
+    return t._weak(0) if t._weak is not None else t.dtype
 
 
 @rule(np.where)
-def where(tr, condition, x=None, y=None):
-    if x is None and y is None:
+def where(tr, condition, x=_NoValue, y=_NoValue, /):
+    if x is _NoValue and y is _NoValue:
         raise Unsupported("one-argument np.where has a data-dependent shape")
-    c, a, b = tr.lift(condition), x, y
-    dt = result_dtype_of(a, b)
+    if x is _NoValue or y is _NoValue:
+        raise ValueError("either both or neither of x and y should be given")
+    c = tr.lift(condition)
+    av, bv = tr.lift(x), tr.lift(y)
+    dt = np.result_type(promotion_operand(av), promotion_operand(bv))
     p = tr.prims
-    av = tr.lift(a)
-    bv = tr.lift(b)
     shape = np.broadcast_shapes(c.shape, av.shape, bv.shape)
-    cv = p.broadcast(p.cast(c._v(), np.dtype(np.bool_)), shape)
-    r = p.select(cv, p.broadcast(p.cast(av._v(), dt), shape), p.broadcast(p.cast(bv._v(), dt), shape))
+    cv = p.broadcast(p.cast(c._v(), _BOOL), shape)
+    r = p.select(cv, p.broadcast(p.cast(av._v(), dt), shape),
+                 p.broadcast(p.cast(bv._v(), dt), shape))
+    return tr.wrap(r)
+
+
+# ---- clip --------------------------------------------------------------------
+@rule(np.clip)
+def clip(tr, a, a_min=_NoValue, a_max=_NoValue, out=None, *, min=_NoValue, max=_NoValue,
+         **kwargs):
+    if a_min is _NoValue and a_max is _NoValue:
+        a_min = None if min is _NoValue else min
+        a_max = None if max is _NoValue else max
+    elif a_min is _NoValue:
+        raise TypeError("clip() missing 1 required positional argument: 'a_min'")
+    elif a_max is _NoValue:
+        raise TypeError("clip() missing 1 required positional argument: 'a_max'")
+    elif min is not _NoValue or max is not _NoValue:
+        raise ValueError("Passing `min` or `max` keyword argument when `a_min` and `a_max` "
+                         "are provided is forbidden.")
+    return _clip(tr, strong(tr, a), a_min, a_max, out, **kwargs)
+
+
+def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind", where=True,
+          order="K", subok=True, signature=None):
+    from .ufuncs import call, operand_value, resolve
+
+    if where is not True:
+        raise Unsupported("where= in clip")
+    if a.dtype.kind in "iu":
+        # numpy's _clip: Python int bounds beyond the dtype's range mean no bound
+        if type(lo) is int and lo <= np.iinfo(a.dtype).min:
+            lo = None
+        if type(hi) is int and hi >= np.iinfo(a.dtype).max:
+            hi = None
+    kw = dict(out=out, dtype=dtype, casting=casting, signature=signature)
+    if lo is None and hi is None:
+        return call(tr, np.positive, a, **kw)
+    if lo is None:
+        return call(tr, np.minimum, a, hi, **kw)
+    if hi is None:
+        return call(tr, np.maximum, a, lo, **kw)
+    inputs = [a, lo, hi]
+    loop = resolve(_CLIP, inputs, dtype, casting, signature)
+    for d in loop:
+        if d.kind not in "biuf":
+            raise Unsupported(f"clip of {d}")
+    shapes = [x.shape if isinstance(x, TracedArray) else np.shape(x) for x in inputs]
+    shape = np.broadcast_shapes(*shapes)
+    p = tr.prims
+    vals = [p.broadcast(operand_value(tr, x, d), shape) for x, d in zip(inputs, loop[:3])]
+    res = tr.wrap(p.ufunc("clip", vals, loop[3]), scalar=shape == ())
+    o = check_out(out)
+    return res if o is None else store_out(tr, o, res, casting, "clip")
+
+
+# ---- nan_to_num ------------------------------------------------------------------
+def _fill_value(value, dtype: np.dtype):
+    """`np.copyto(d, value, where=...)`'s conversion of a fill value (numpy's own
+    casting rule and errors)."""
+    tmp = np.zeros((), dtype)
+    np.copyto(tmp, value, casting="same_kind")
+    return tmp[()]
+
+
+@rule(np.nan_to_num)
+def nan_to_num(tr, x, copy=True, nan=0.0, posinf=None, neginf=None):
+    t = tr.lift(x)
+    if not copy:
+        # np.array(x, copy=False): no copy-free array of a scalar or a sequence
+        if t._scalar or t._weak is not None or isinstance(x, (list, tuple, int, float, bool,
+                                                                 np.generic)):
+            raise ValueError("Unable to avoid copy while creating an array as requested.")
+        if not isinstance(x, TracedArray):
+            raise Unsupported("nan_to_num(copy=False) of an array that is not traced")
+    if any(isinstance(v, TracedArray) for v in (nan, posinf, neginf)):
+        raise Unsupported("traced nan=/posinf=/neginf=")
+    t = strong(tr, t)
+    p = tr.prims
+    dt = t.dtype
+    if dt.kind != "f":
+        res = t if not copy else tr.wrap(t._v())
+    else:
+        info = np.finfo(dt)
+        maxf = info.max if posinf is None else posinf
+        minf = info.min if neginf is None else neginf
+        v = t._v()
+        shape = t.shape
+
+        def const(val):
+            return p.broadcast(p.constant(_fill_value(val, dt), dt), shape)
+
+        def cmp(pred, val):
+            return p.compare(pred, v, p.broadcast(p.constant(val, dt), shape))
+
+        r = p.select(p.ufunc("isnan", [v], _BOOL), const(nan), v)
+        r = p.select(cmp("eq", np.inf), const(maxf), r)
+        r = p.select(cmp("eq", -np.inf), const(minf), r)
+        if copy:
+            res = tr.wrap(r)
+        else:
+            tr.write(t, r)
+            res = t
+    if res.ndim == 0:
+        return tr.wrap(res._v(), scalar=True)
+    return res
+
+
+# ---- select ------------------------------------------------------------------------
+@rule(np.select)
+def select(tr, condlist, choicelist, default=0):
+    if isinstance(condlist, TracedArray) or isinstance(choicelist, TracedArray):
+        raise Unsupported("select needs static lists of conditions and choices")
+    condlist, choicelist = list(condlist), list(choicelist)
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    if len(condlist) == 0:
+        raise ValueError("select with an empty condition list is not possible")
+    choices = [c if type(c) in (int, float, complex) else strong(tr, c) for c in choicelist]
+    deflt = default if type(default) in (int, float, complex) else strong(tr, default)
+    kinds = [promotion_operand(c) if isinstance(c, TracedArray) else c for c in choices + [deflt]]
+    try:
+        dtype = np.result_type(*kinds)
+    except TypeError as e:
+        raise TypeError(f"Choicelist and default value do not have a common dtype: {e}") from None
+    conds = [tr.lift(c) for c in condlist]
+    for i, c in enumerate(conds):
+        if c.dtype != _BOOL:
+            raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
+    cshape = np.broadcast_shapes(*[c.shape for c in conds])
+    chshape = np.broadcast_shapes(*[np.shape(c) if not isinstance(c, TracedArray) else c.shape
+                                    for c in choices + [deflt]])
+    shape = np.broadcast_shapes(cshape, chshape)
+    p = tr.prims
+
+    def value(c):
+        if isinstance(c, TracedArray):
+            # np.copyto(result, choice, casting='same_kind'): numpy's check
+            if not np.can_cast(c.dtype, dtype, "same_kind"):
+                raise TypeError(f"Cannot cast array data from {c.dtype!r} to {dtype!r} "
+                                "according to the rule 'same_kind'")
+            return p.broadcast(p.cast(c._v(), dtype), shape)
+        return p.broadcast(p.constant(_fill_value(c, dtype), dtype), shape)
+
+    if isinstance(deflt, TracedArray):
+        r = p.broadcast(p.cast(deflt._v(), dtype), shape)  # np.full: unsafe cast
+    else:
+        full = np.full((), deflt, dtype)
+        r = p.broadcast(p.constant(full[()], dtype), shape)
+    for c, ch in zip(reversed(conds), reversed(choices)):
+        r = p.select(p.broadcast(c._v(), shape), value(ch), r)
     return tr.wrap(r)

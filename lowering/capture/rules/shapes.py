@@ -255,7 +255,8 @@ def static_array(tr, v, what: str) -> np.ndarray:
 
 # ---- joining --------------------------------------------------------------------------
 
-def _join_checks(xs: list[TracedArray], ax: int) -> None:
+def _join_checks(xs: list[TracedArray], ax: int | None) -> None:
+    """numpy's concatenate errors: ranks first (ax None), then the other dims."""
     nd = xs[0].ndim
     for i, x in enumerate(xs[1:], 1):
         if x.ndim != nd:
@@ -263,6 +264,8 @@ def _join_checks(xs: list[TracedArray], ax: int) -> None:
                 "all the input arrays must have same number of dimensions, but the array at "
                 f"index 0 has {nd} dimension(s) and the array at index {i} has {x.ndim} "
                 "dimension(s)")
+    if ax is None:
+        return
     for i, x in enumerate(xs[1:], 1):
         for d in range(nd):
             if d != ax and x.shape[d] != xs[0].shape[d]:
@@ -287,7 +290,7 @@ def concatenate(tr, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"
         axis = 0
     if xs[0].ndim == 0:
         raise ValueError("zero-dimensional arrays cannot be concatenated")
-    _join_checks(xs, -1)
+    _join_checks(xs, None)
     ax = normalize_axis(axis, xs[0].ndim)
     _join_checks(xs, ax)
     out = check_out(out)
@@ -485,11 +488,7 @@ def roll(tr, a, shift, axis=None):
         flat = roll(tr, np.ravel(x), shift, 0)
         return tr.wrap(tr.prims.reshape(flat._v(), x.shape))
     axes = _axis_tuple(axis, x.ndim, allow_duplicate=True)
-    sh = static_array(tr, shift, "shift")
-    try:
-        b = np.broadcast(sh, np.asarray(axes))
-    except ValueError:
-        raise ValueError("shape mismatch: objects cannot be broadcast to a single shape") from None
+    b = np.broadcast(static_array(tr, shift, "shift"), np.asarray(axes))
     if b.ndim > 1:
         raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
     shifts = dict.fromkeys(range(x.ndim), 0)
@@ -515,11 +514,12 @@ def roll(tr, a, shift, axis=None):
 
 @rule(np.tile)
 def tile(tr, A, reps):
+    static_array(tr, reps, "reps")
     try:
-        tup = tuple(static_int(r, "reps") for r in static_array(tr, reps, "reps").ravel().tolist()) \
-            if np.ndim(reps) else (static_int(reps, "reps"),)
+        tup = tuple(reps)
     except TypeError:
-        tup = (static_int(reps, "reps"),)
+        tup = (reps,)
+    tup = tuple(static_int(t, "reps") for t in tup)
     d = len(tup)
     x = asarray(tr, A)
     c = tr.reshape(x, (1,) * (d - x.ndim) + x.shape) if d > x.ndim else x

@@ -5,6 +5,7 @@ the `decompose` pass later turns into `arith`/`math` where those match."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -128,12 +129,41 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     vals = [p.broadcast(operand_value(tr, x, d), shape) for x, d in zip(inputs, in_dt)]
     if name == "positive" or (name == "conjugate" and out_dt.kind != "c"):
         v = vals[0]
+    elif name == "power" and _power_fast_path(out_dt, in_dt, shapes[1], shape):
+        v = _scalar_power(tr, inputs[1], vals, out_dt, shape)
     else:
         v = p.ufunc(name, vals, out_dt)
     # a ufunc call returns numpy scalars for 0-d results, even of Python floats
     # (`np.absolute(s)` is np.float64); operators on Python scalars stay Python
     # (traced.py `_as_python`)
     return tr.wrap(v, scalar=shape == ())
+
+
+def _power_fast_path(out_dt: np.dtype, in_dt, exp_shape, shape) -> bool:
+    """numpy's float32/float64 `power` loop special-cases an exponent it sees
+    with stride 0, i.e. one element broadcast over the whole call (a scalar, a
+    0-d array, or a size-1 array of another shape than the result): 0.5 is
+    then `sqrt`, so `x ** 0.5` is NaN at -inf and keeps -0.0 where `pow` gives
+    +inf and +0.0 (its -1, 0, 1 and 2 cases equal `pow`)."""
+    return (out_dt in (np.dtype(np.float32), np.dtype(np.float64)) and in_dt[1] == out_dt
+            and math.prod(exp_shape) == 1 and (len(exp_shape) == 0 or tuple(exp_shape) != shape))
+
+
+def _scalar_power(tr, exponent, vals, out_dt: np.dtype, shape):
+    p = tr.prims
+    if type(exponent) in (bool, int, float) or isinstance(exponent, np.generic):
+        e = np.asarray(exponent).astype(out_dt)[()]  # a literal of the program
+        if e == 0.5:
+            return p.ufunc("sqrt", vals[:1], out_dt)
+        if e == 2.0:
+            return p.ufunc("square", vals[:1], out_dt)
+        if e == -1.0:
+            return p.ufunc("reciprocal", vals[:1], out_dt)
+        return p.ufunc("power", vals, out_dt)
+    # a value known only at run time: numpy decides per call, so must we
+    half = p.broadcast(p.constant(0.5, out_dt), shape)
+    return p.select(p.compare("eq", vals[1], half), p.ufunc("sqrt", vals[:1], out_dt),
+                    p.ufunc("power", vals, out_dt))
 
 
 @ufunc_method("__call__")
