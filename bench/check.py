@@ -16,8 +16,11 @@ def check(outs: tuple, refs: tuple, expected: tuple) -> dict:
     problems: list[str] = []
     worst = 0.0
     if len(outs) != len(refs):
-        return {"ok": False, "worst": None,
-                "problems": [f"{len(outs)} outputs, expected {len(refs)}"]}
+        return {
+            "ok": False,
+            "worst": None,
+            "problems": [f"{len(outs)} outputs, expected {len(refs)}"],
+        }
     for i, (o, r, e) in enumerate(zip(outs, refs, expected)):
         o = np.asarray(o)
         if o.shape != e.shape:
@@ -36,8 +39,10 @@ def check(outs: tuple, refs: tuple, expected: tuple) -> dict:
             w = float("inf")
         elif w > 1.0:
             at = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
-            problems.append(f"output {i}: {int(np.sum(ratio > 1))} elements out of tolerance, "
-                            f"worst at {tuple(int(a) for a in at)}: {o[at]!r} vs {r[at]!r} "
-                            f"({w:.3g}x the bound)")
+            problems.append(
+                f"output {i}: {int(np.sum(ratio > 1))} elements out of tolerance, "
+                f"worst at {tuple(int(a) for a in at)}: {o[at]!r} vs {r[at]!r} "
+                f"({w:.3g}x the bound)"
+            )
         worst = max(worst, w)
     return {"ok": not problems, "worst": worst, "problems": problems}

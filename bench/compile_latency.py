@@ -23,8 +23,10 @@ import tempfile
 import time
 
 MARK = "BENCH_JSON "
-IMPORT_SNIPPET = ("import time; t0 = time.perf_counter(); import numpy; t1 = time.perf_counter(); "
-                  "import lowering; t2 = time.perf_counter(); print(t1 - t0, t2 - t1)")
+IMPORT_SNIPPET = (
+    "import time; t0 = time.perf_counter(); import numpy; t1 = time.perf_counter(); "
+    "import lowering; t2 = time.perf_counter(); print(t1 - t0, t2 - t1)"
+)
 
 
 def child(peer_name: str, order: list[str], size: str, repeats: int) -> dict:
@@ -62,25 +64,39 @@ def _run(cmd: list[str], timeout: float) -> tuple[dict | None, str]:
     cache = tempfile.mkdtemp(prefix="bench-inductor-")
     env["TORCHINDUCTOR_CACHE_DIR"] = cache  # a cold Inductor cache: a real compile
     try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        p = subprocess.run(
+            cmd, check=False, capture_output=True, text=True, timeout=timeout, env=env
+        )
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout:.0f} s"
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     for line in reversed(p.stdout.splitlines()):
         if line.startswith(MARK):
-            return json.loads(line[len(MARK):]), ""
+            return json.loads(line[len(MARK) :]), ""
     return None, f"exit {p.returncode}: {(p.stderr or p.stdout)[-1500:]}"
 
 
-def measure_peer(peer_name: str, keys: list[str], size: str, repeats: int,
-                 timeout: float = 600) -> dict:
+def measure_peer(
+    peer_name: str, keys: list[str], size: str, repeats: int, timeout: float = 600
+) -> dict:
     """{workload: {fresh: {...}, warm: {...}}, import_s, error?} for one peer."""
     out: dict = {"workloads": {k: {} for k in keys}, "import_s": []}
     orders = [keys[i:] + keys[:i] for i in range(len(keys))]
     for order in orders:
-        cmd = [sys.executable, "-m", "bench.compile_latency", "--peer", peer_name,
-               "--order", ",".join(order), "--size", size, "--repeats", str(repeats)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "bench.compile_latency",
+            "--peer",
+            peer_name,
+            "--order",
+            ",".join(order),
+            "--size",
+            size,
+            "--repeats",
+            str(repeats),
+        ]
         res, err = _run(cmd, timeout)
         if res is None:
             out.setdefault("errors", []).append(f"order {','.join(order)}: {err}")
@@ -98,15 +114,23 @@ def import_time(runs: int = 5) -> dict:
     """Median over fresh interpreters of `import numpy` and then `import lowering`."""
     numpy_s, lowering_s = [], []
     for _ in range(runs):
-        p = subprocess.run([sys.executable, "-c", IMPORT_SNIPPET], capture_output=True,
-                           text=True, timeout=120)
+        p = subprocess.run(
+            [sys.executable, "-c", IMPORT_SNIPPET],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if p.returncode != 0:
             return {"error": p.stderr[-1500:]}
         a, b = map(float, p.stdout.split())
         numpy_s.append(a)
         lowering_s.append(b)
-    return {"numpy_s": statistics.median(numpy_s), "lowering_after_numpy_s": statistics.median(lowering_s),
-            "runs": runs}
+    return {
+        "numpy_s": statistics.median(numpy_s),
+        "lowering_after_numpy_s": statistics.median(lowering_s),
+        "runs": runs,
+    }
 
 
 def main() -> None:

@@ -16,15 +16,27 @@ import platform
 import socket
 import sys
 import tempfile
+import time
 
 OPENBLAS_VARS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
 ORIGINAL_OPENBLAS = "BENCH_ORIGINAL_OPENBLAS_ENV"  # what the re-exec found
-ALLOC_REUSE_TUNABLES = ("glibc.malloc.mmap_threshold=4294967295:"
-                        "glibc.malloc.trim_threshold=4294967295")
-RECORDED_VARS = (*OPENBLAS_VARS, "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                 "NUMBA_NUM_THREADS", "NUMEXPR_MAX_THREADS", "NUMEXPR_NUM_THREADS",
-                 "XLA_FLAGS", "JAX_PLATFORMS", "GLIBC_TUNABLES", "LOWERING_BACKEND",
-                 "TORCHINDUCTOR_CACHE_DIR")
+ALLOC_REUSE_TUNABLES = (
+    "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295"
+)
+RECORDED_VARS = (
+    *OPENBLAS_VARS,
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "XLA_FLAGS",
+    "JAX_PLATFORMS",
+    "GLIBC_TUNABLES",
+    "LOWERING_BACKEND",
+    "TORCHINDUCTOR_CACHE_DIR",
+)
 
 
 def reexec_without_openblas_overrides(argv: list[str]) -> None:
@@ -36,8 +48,11 @@ def reexec_without_openblas_overrides(argv: list[str]) -> None:
         return
     env = {k: v for k, v in os.environ.items() if k not in OPENBLAS_VARS}
     env[ORIGINAL_OPENBLAS] = json.dumps(found)
-    print(f"bench: re-running without {', '.join(found)} (found {found}); "
-          "--keep-openblas-env keeps them", file=sys.stderr)
+    print(
+        f"bench: re-running without {', '.join(found)} (found {found}); "
+        "--keep-openblas-env keeps them",
+        file=sys.stderr,
+    )
     os.execve(sys.executable, [sys.executable, "-m", "bench", *argv], env)
 
 
@@ -82,10 +97,15 @@ def describe() -> dict:
     import numpy as np
 
     out: dict = {
-        "host": host(), "cpu_model": cpu_model(), "cpu_flags": cpu_flags(),
-        "cpu_count": os.cpu_count(), "affinity": len(os.sched_getaffinity(0)),
-        "platform": platform.platform(), "python": sys.version.split()[0],
-        "numpy": np.__version__, "loadavg_start": os.getloadavg(),
+        "host": host(),
+        "cpu_model": cpu_model(),
+        "cpu_flags": cpu_flags(),
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "loadavg_start": os.getloadavg(),
         "env": {k: os.environ.get(k) for k in RECORDED_VARS},
         "openblas_env_removed": json.loads(os.environ.get(ORIGINAL_OPENBLAS, "{}")),
     }
@@ -97,6 +117,30 @@ def describe() -> dict:
     except OSError:
         pass
     return out
+
+
+def cpu_snapshot() -> tuple[float, float, float]:
+    """(wall s, CPU s busy on the whole machine, CPU s used by this process
+    and its waited-for children): two snapshots tell how much of the
+    machine other processes took during the run."""
+    import resource
+
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - fields[4]  # all but idle and iowait
+    own = sum(
+        getattr(resource.getrusage(w), k)
+        for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+        for k in ("ru_utime", "ru_stime")
+    )
+    return time.time(), busy / os.sysconf("SC_CLK_TCK"), own
+
+
+def others_share(start: tuple[float, float, float], end: tuple[float, float, float]) -> float:
+    """Fraction of the machine's cores (0..1) that other processes used."""
+    wall = max(end[0] - start[0], 1e-9)
+    other = (end[1] - start[1]) - (end[2] - start[2])
+    return max(0.0, other) / (wall * (os.cpu_count() or 1))
 
 
 def threadpools() -> list[dict]:

@@ -46,8 +46,10 @@ class Notes:
         return f"[{list(self.texts).index(text) + 1}]"
 
     def lines(self) -> list[str]:
-        return [f"{i + 1}. " + (", ".join(keys) + ": " if keys else "") + t
-                for i, (t, keys) in enumerate(self.texts.items())]
+        return [
+            f"{i + 1}. " + (", ".join(keys) + ": " if keys else "") + t
+            for i, (t, keys) in enumerate(self.texts.items())
+        ]
 
 
 def _cell(key: str, peer: str, r: dict, unit: str, notes: Notes) -> str:
@@ -72,15 +74,22 @@ def _short(text: str, n: int = 300) -> str:
 
 def times_table(suite: dict, notes: Notes, title: str) -> list[str]:
     cols = _columns(suite)
-    out = [f"### {title}", "",
-           "| workload | roofline | " + " | ".join(cols) + " | best peer |",
-           "|---|" + "---|" * (len(cols) + 2)]
+    out = [
+        f"### {title}",
+        "",
+        "| workload | roofline | " + " | ".join(cols) + " | best peer |",
+        "|---|" + "---|" * (len(cols) + 2),
+    ]
     for key, e in suite.items():
         unit = e["unit"]
         roof = fmt(e["roofline_ms"] * _scale(unit)) if e["memory_bound"] else "–"
-        cells = [_cell(key, c, e["results"][c], unit, notes) if c in e["results"] else "" for c in cols]
+        cells = [
+            _cell(key, c, e["results"][c], unit, notes) if c in e["results"] else "" for c in cols
+        ]
         best = e.get("best_peer")
-        best_txt = f"{fmt(e['results'][best]['median_ms'] * _scale(unit))} ({best})" if best else "–"
+        best_txt = (
+            f"{fmt(e['results'][best]['median_ms'] * _scale(unit))} ({best})" if best else "–"
+        )
         name = f"{key} {e['name']}" + (" (µs)" if unit == "us" else "")
         out.append(f"| {name} | {roof} | " + " | ".join(cells) + f" | {best_txt} |")
     return out + [""]
@@ -88,16 +97,22 @@ def times_table(suite: dict, notes: Notes, title: str) -> list[str]:
 
 def ratio_table(suite: dict, title: str) -> list[str]:
     cols = [c for c in _columns(suite)]
-    out = [f"### {title}", "",
-           "| workload | lowering reference | " + " | ".join(cols) + " | best peer |",
-           "|---|---|" + "---|" * (len(cols) + 1)]
+    out = [
+        f"### {title}",
+        "",
+        "| workload | lowering reference | " + " | ".join(cols) + " | best peer |",
+        "|---|---|" + "---|" * (len(cols) + 1),
+    ]
     for key, e in suite.items():
         ref = e.get("lowering_reference")
         best = e.get("best_peer")
         cells = [fmt(e["ratios"].get(c)) for c in cols]
         best_txt = fmt(e["ratios"].get(best)) if best else "–"
-        out.append(f"| {key} {e['name']} | {ref or 'none passed'} | " + " | ".join(cells)
-                   + f" | {best_txt} |")
+        out.append(
+            f"| {key} {e['name']} | {ref or 'none passed'} | "
+            + " | ".join(cells)
+            + f" | {best_txt} |"
+        )
     return out + [""]
 
 
@@ -106,14 +121,22 @@ def roofline_table(suite: dict, bandwidth: float) -> list[str]:
     if not rows:
         return []
     cols = _columns(rows)
-    out = [f"### % of copy roofline ({fmt(bandwidth)} GB/s; bytes = inputs read once + "
-           "outputs written once)", "",
-           "| workload | MiB moved | roofline ms | " + " | ".join(cols) + " |",
-           "|---|---|---|" + "---|" * len(cols)]
+    out = [
+        (
+            f"### % of copy roofline ({fmt(bandwidth)} GB/s; bytes = inputs read once + "
+            "outputs written once)"
+        ),
+        "",
+        "| workload | MiB moved | roofline ms | " + " | ".join(cols) + " |",
+        "|---|---|---|" + "---|" * len(cols),
+    ]
     for key, e in rows.items():
         cells = [fmt(e["results"].get(c, {}).get("pct_roofline"), 2) for c in cols]
-        out.append(f"| {key} {e['name']} | {fmt(e['bytes'] / 2**20)} | {fmt(e['roofline_ms'])} | "
-                   + " | ".join(cells) + " |")
+        out.append(
+            f"| {key} {e['name']} | {fmt(e['bytes'] / 2**20)} | {fmt(e['roofline_ms'])} | "
+            + " | ".join(cells)
+            + " |"
+        )
     return out + [""]
 
 
@@ -121,9 +144,12 @@ def compile_table(cl: dict, notes: Notes) -> list[str]:
     if not cl or not cl.get("peers"):
         return []
     keys = sorted({k for p in cl["peers"].values() for k in p["workloads"]})
-    out = ["### Compile latency (first call − steady state, s; fresh process / warm process)", "",
-           "| peer | import s | " + " | ".join(f"{k} fresh | {k} warm" for k in keys) + " |",
-           "|---|---|" + "---|---|" * len(keys)]
+    out = [
+        "### Compile latency (first call − steady state, s; fresh process / warm process)",
+        "",
+        "| peer | import s | " + " | ".join(f"{k} fresh | {k} warm" for k in keys) + " |",
+        "|---|---|" + "---|---|" * len(keys),
+    ]
     for name, p in cl["peers"].items():
         cells = []
         for k in keys:
@@ -132,7 +158,9 @@ def compile_table(cl: dict, notes: Notes) -> list[str]:
                 if e is None:
                     cells.append("–")
                 elif "error" in e:
-                    cells.append("err" + notes.ref(_short(f"compile latency {name}: {e['error']}"), k))
+                    cells.append(
+                        "err" + notes.ref(_short(f"compile latency {name}: {e['error']}"), k)
+                    )
                 else:
                     cells.append(fmt(e["compile_ms"] / 1e3))
         if p.get("errors"):
@@ -140,8 +168,13 @@ def compile_table(cl: dict, notes: Notes) -> list[str]:
         out.append(f"| {name} | {fmt(p.get('import_s'))} | " + " | ".join(cells) + " |")
     imp = cl.get("import_time", {})
     if "lowering_after_numpy_s" in imp:
-        out += ["", f"`import lowering` (after numpy, fresh interpreter, median of {imp['runs']}): "
-                f"{fmt(imp['lowering_after_numpy_s'])} s; `import numpy`: {fmt(imp['numpy_s'])} s."]
+        out += [
+            "",
+            (
+                f"`import lowering` (after numpy, fresh interpreter, median of {imp['runs']}): "
+                f"{fmt(imp['lowering_after_numpy_s'])} s; `import numpy`: {fmt(imp['numpy_s'])} s."
+            ),
+        ]
     elif imp:
         out += ["", f"`import lowering` failed: {_short(imp.get('error', ''))}"]
     return out + [""]
@@ -150,41 +183,82 @@ def compile_table(cl: dict, notes: Notes) -> list[str]:
 def markdown(res: dict) -> str:
     env, bw = res["environment"], res["copy_bandwidth"]
     notes = Notes()
-    tp = ", ".join(f"{t.get('internal_api')} {t.get('version') or ''} "
-                   f"{t.get('architecture') or ''} ×{t.get('num_threads')}".replace("  ", " ")
-                   for t in res.get("threadpools", []) if "internal_api" in t)
-    versions = ", ".join(f"{n} {p['info'].get('version')}" for n, p in res["peers"].items()
-                         if p["available"] and "info" in p and not n.startswith("lowering["))
-    lines = [f"# CPU benchmark — {env['host']}", "",
-             f"`{res['command']}` — {res['created']}, {res['elapsed_s']:.0f} s.", "",
-             f"- CPU: {env['cpu_model']}, {env['affinity']} threads usable "
-             f"({' '.join(env['cpu_flags'])}); {env.get('mem_total', '?')}",
-             f"- Copy bandwidth (np.copyto, {bw['buffer_mib']} MiB, read+write counted): "
-             f"1 thread {fmt(bw['threads_1_gbs'])} GB/s, 2 threads {fmt(bw['threads_2_gbs'])} GB/s; "
-             f"roofline uses {fmt(bw['roofline_gbs'])} GB/s",
-             f"- Python {env['python']}, numpy {env['numpy']}; {versions}",
-             f"- Thread pools: {tp or 'n/a'}; OPENBLAS env removed for the run: "
-             f"{env['openblas_env_removed'] or 'none was set'}",
-             f"- Sizes: {res['settings']['size']}; median of {res['settings']['repeats']} calls after "
-             f"{1 + res['settings']['warmup']} warm-up calls (W6: {res['settings']['dispatch_calls']} "
-             "calls per sample); check: rtol 1e-4, atol 1e-6·max|ref| vs float64 numpy", ""]
+    tp = ", ".join(
+        " ".join(str(t[k]) for k in ("prefix", "version", "architecture") if t.get(k))
+        + f" ×{t.get('num_threads')}"
+        for t in res.get("threadpools", [])
+        if "internal_api" in t
+    )
+    versions = ", ".join(
+        f"{n} {p['info'].get('version')}"
+        for n, p in res["peers"].items()
+        if p["available"] and "info" in p and not n.startswith("lowering[")
+    )
+    lines = [
+        f"# CPU benchmark — {env['host']}",
+        "",
+        f"`{res['command']}` — {res['created']}, {res['elapsed_s']:.0f} s.",
+        "",
+        (
+            f"- CPU: {env['cpu_model']}, {env['affinity']} threads usable "
+            f"({' '.join(env['cpu_flags'])}); {env.get('mem_total', '?')}"
+        ),
+        (
+            f"- Copy bandwidth (np.copyto, {bw['buffer_mib']} MiB, read+write counted): "
+            f"1 thread {fmt(bw['threads_1_gbs'])} GB/s, 2 threads {fmt(bw['threads_2_gbs'])} GB/s; "
+            f"roofline uses {fmt(bw['roofline_gbs'])} GB/s"
+        ),
+        f"- Python {env['python']}, numpy {env['numpy']}; {versions}",
+        (
+            f"- Thread pools: {tp or 'n/a'}; OPENBLAS env removed for the run: "
+            f"{env['openblas_env_removed'] or 'none was set'}"
+        ),
+        f"- Load average at start: {_load(env.get('loadavg_start'))}; other processes used "
+        f"{fmt(100 * env.get('others_cpu_share', 0), 2)}% of the machine's CPU during the run"
+        + (" — **the machine was not quiet: timings are noisy**" if _busy(env) else ""),
+        (
+            f"- Sizes: {res['settings']['size']}; median of {res['settings']['repeats']} calls after "
+            f"{1 + res['settings']['warmup']} warm-up calls (W6: {res['settings']['dispatch_calls']} "
+            "calls per sample); check: rtol 1e-4, atol 1e-6·max|ref| vs float64 numpy"
+        ),
+        "",
+    ]
     lines += times_table(res["workloads"], notes, "Median time, ms (W6: µs per call)")
-    lines += ratio_table(res["workloads"],
-                         "Ratio peer time / lowering time (> 1: lowering is faster)")
+    lines += ratio_table(
+        res["workloads"], "Ratio peer time / lowering time (> 1: lowering is faster)"
+    )
     lines += roofline_table(res["workloads"], bw["roofline_gbs"])
     if res.get("alloc_reuse"):
         ar = res["alloc_reuse"]
         if "workloads" in ar:
-            lines += times_table(ar["workloads"], notes,
-                                 "With allocator reuse forced (GLIBC_TUNABLES, subprocess): median ms")
-            lines += ratio_table(ar["workloads"],
-                                 "With allocator reuse: peer time / lowering time of the main run")
+            lines += times_table(
+                ar["workloads"],
+                notes,
+                "With allocator reuse forced (GLIBC_TUNABLES, subprocess): median ms",
+            )
+            lines += ratio_table(
+                ar["workloads"], "With allocator reuse: peer time / lowering time of the main run"
+            )
         else:
-            lines += ["### With allocator reuse forced", "", f"failed: {_short(ar.get('error', ''))}", ""]
+            lines += [
+                "### With allocator reuse forced",
+                "",
+                f"failed: {_short(ar.get('error', ''))}",
+                "",
+            ]
     lines += compile_table(res.get("compile_latency", {}), notes)
     if notes.texts:
         lines += ["### Notes", "", *notes.lines(), ""]
     return "\n".join(lines)
+
+
+def _load(la) -> str:
+    return "?" if not la else fmt(la[0], 2)
+
+
+def _busy(env: dict) -> bool:
+    """Other processes took more than 10% of the machine during the run."""
+    return env.get("others_cpu_share", 0) > 0.10
 
 
 def write_json(res: dict, path: Path) -> None:
@@ -222,8 +296,10 @@ def write_png(res: dict, path: Path) -> str | None:
             b.set_hatch(h)
     axes[0].set_yscale("log")
     axes[0].set_ylabel("median time, ms (log)")
-    axes[0].set_title(f"{res['environment']['host']}: {res['environment']['cpu_model']} "
-                      f"({res['settings']['size']} sizes; hatched = check failed)")
+    axes[0].set_title(
+        f"{res['environment']['host']}: {res['environment']['cpu_model']} "
+        f"({res['settings']['size']} sizes; hatched = check failed)"
+    )
     axes[0].legend(fontsize=8, ncol=min(4, len(cols)))
     axes[1].set_yscale("log")
     axes[1].axhline(1.0, color="k", lw=0.8)

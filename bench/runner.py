@@ -31,12 +31,12 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def error_text(e: BaseException) -> str:
-    """`Type: message (at file:line)`, the innermost frame, at most 2000 chars."""
+def error_text(e: BaseException, limit: int = 2000) -> str:
+    """`Type: message (at file:line)` of the innermost frame, the message cut at `limit`."""
     tb = traceback.extract_tb(e.__traceback__)
     where = f" (at {tb[-1].filename}:{tb[-1].lineno})" if tb else ""
     text = f"{type(e).__name__}: {e}".strip()
-    return (text[:2000] + where) if len(text) <= 2000 else text[:2000] + "..." + where
+    return (text if len(text) <= limit else text[:limit] + " ...") + where
 
 
 def make_peers(names: list[str]) -> tuple[list[Peer], dict]:
@@ -57,8 +57,7 @@ def make_peers(names: list[str]) -> tuple[list[Peer], dict]:
     return out, info
 
 
-def run_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple,
-            s: Settings) -> dict:
+def run_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple, s: Settings) -> dict:
     try:
         run = p.prepare(w, inputs)
     except NotExpressible as e:
@@ -74,13 +73,23 @@ def run_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple,
     except Exception as e:  # noqa: BLE001
         return {"status": "error", "stage": "first call", "error": error_text(e)}
     try:
-        timing = measure(run, repeats=s.repeats, warmup=s.warmup,
-                         inner=s.dispatch_calls if w.per_call else 1)
+        timing = measure(
+            run, repeats=s.repeats, warmup=s.warmup, inner=s.dispatch_calls if w.per_call else 1
+        )
     except Exception as e:  # noqa: BLE001
-        return {"status": "error", "stage": "timed calls", "error": error_text(e),
-                "check": verdict, "first_call_ms": first_ms}
-    return {"status": "ok" if verdict["ok"] else "check_failed", "check": verdict,
-            "first_call_ms": first_ms, **timing}
+        return {
+            "status": "error",
+            "stage": "timed calls",
+            "error": error_text(e),
+            "check": verdict,
+            "first_call_ms": first_ms,
+        }
+    return {
+        "status": "ok" if verdict["ok"] else "check_failed",
+        "check": verdict,
+        "first_call_ms": first_ms,
+        **timing,
+    }
 
 
 def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) -> dict:
@@ -91,10 +100,15 @@ def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) 
         inputs = w.inputs(s.size)
         expected = as_tuple(w.fn(*inputs))
         refs = reference(w, inputs)
-        entry = {"name": w.name, "unit": w.unit, "memory_bound": w.memory_bound,
-                 "inputs": [f"{a.dtype}{list(a.shape)}" for a in inputs],
-                 "outputs": [f"{o.dtype}{list(o.shape)}" for o in expected],
-                 "bytes": traffic_bytes(inputs, expected), "results": {}}
+        entry = {
+            "name": w.name,
+            "unit": w.unit,
+            "memory_bound": w.memory_bound,
+            "inputs": [f"{a.dtype}{list(a.shape)}" for a in inputs],
+            "outputs": [f"{o.dtype}{list(o.shape)}" for o in expected],
+            "bytes": traffic_bytes(inputs, expected),
+            "results": {},
+        }
         for p in peers:
             if not peer_info[p.name]["available"]:
                 r = {"status": "unavailable", "reason": peer_info[p.name]["reason"]}
@@ -110,7 +124,9 @@ def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) 
 def describe(r: dict, w: Workload) -> str:
     if "median_ms" in r:
         t = r["median_ms"] * (1e3 if w.unit == "us" else 1)
-        extra = "" if r["status"] == "ok" else "  CHECK FAILED: " + "; ".join(r["check"]["problems"])
+        extra = (
+            "" if r["status"] == "ok" else "  CHECK FAILED: " + "; ".join(r["check"]["problems"])
+        )
         return f"{t:10.3f} {w.unit}  (first call {r['first_call_ms']:.0f} ms){extra}"
     return f"{r['status']}: {r.get('error') or r.get('reason')}"[:300]
 
@@ -140,10 +156,15 @@ def derive(suite: dict, bandwidth_gbs: float, ref_suite: dict | None = None) -> 
         ref = lowering_reference(src)
         e["lowering_reference"] = ref
         base = src[ref]["median_ms"] if ref else None
-        e["ratios"] = {n: (r["median_ms"] / base if base and "median_ms" in r else None)
-                       for n, r in res.items()}
-        peers_ok = {n: r["median_ms"] for n, r in res.items()
-                    if r["status"] == "ok" and not n.startswith("lowering[")}
+        e["ratios"] = {
+            n: (r["median_ms"] / base if base and "median_ms" in r else None)
+            for n, r in res.items()
+        }
+        peers_ok = {
+            n: r["median_ms"]
+            for n, r in res.items()
+            if r["status"] == "ok" and not n.startswith("lowering[")
+        }
         e["best_peer"] = min(peers_ok, key=peers_ok.get) if peers_ok else None
 
 

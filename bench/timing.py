@@ -7,6 +7,7 @@ page faults are (every peer pays those: see BENCH.md's allocator note)."""
 from __future__ import annotations
 
 import gc
+import itertools
 import statistics
 import threading
 import time
@@ -43,8 +44,17 @@ def measure(run: Callable[[], Any], *, repeats: int, warmup: int, inner: int = 1
     finally:
         gc.enable()
     ms = [s * 1e3 for s in samples]
-    return {"median_ms": statistics.median(ms), "min_ms": min(ms), "samples_ms": ms,
-            "calls_per_sample": inner}
+    return {
+        "median_ms": statistics.median(ms),
+        "min_ms": min(ms),
+        "samples_ms": ms,
+        "calls_per_sample": inner,
+    }
+
+
+def _copy_after(barrier: threading.Barrier, dst: np.ndarray, src: np.ndarray) -> None:
+    barrier.wait()
+    np.copyto(dst, src)
 
 
 def copy_bandwidth(nbytes: int = 256 * MiB, repeats: int = 10, threads: int = 1) -> float:
@@ -53,7 +63,7 @@ def copy_bandwidth(nbytes: int = 256 * MiB, repeats: int = 10, threads: int = 1)
     src = np.ones(nbytes // 4, np.float32)
     dst = np.zeros_like(src)  # written once so its pages exist
     bounds = np.linspace(0, src.size, threads + 1).astype(int)
-    slices = [(dst[a:b], src[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    slices = [(dst[a:b], src[a:b]) for a, b in itertools.pairwise(bounds)]
     np.copyto(dst, src)
     times = []
     for _ in range(repeats):
@@ -64,11 +74,7 @@ def copy_bandwidth(nbytes: int = 256 * MiB, repeats: int = 10, threads: int = 1)
             continue
         barrier = threading.Barrier(threads + 1)
 
-        def work(d, s):
-            barrier.wait()
-            np.copyto(d, s)
-
-        pool = [threading.Thread(target=work, args=sl) for sl in slices]
+        pool = [threading.Thread(target=_copy_after, args=(barrier, *sl)) for sl in slices]
         for t in pool:
             t.start()
         barrier.wait()

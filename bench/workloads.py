@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,7 +28,12 @@ SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 BS_R = 0.02  # Black-Scholes riskless rate
 BS_V = 0.30  # Black-Scholes volatility
 CND_A1, CND_A2, CND_A3, CND_A4, CND_A5 = (
-    0.31938153, -0.356563782, 1.781477937, -1.821255978, 1.330274429)
+    0.31938153,
+    -0.356563782,
+    1.781477937,
+    -1.821255978,
+    1.330274429,
+)
 RSQRT2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
@@ -94,8 +99,11 @@ def axpb(x):
 def cnd(d):
     """Cumulative normal distribution, the classic 5-term polynomial."""
     k = 1.0 / (1.0 + 0.2316419 * np.abs(d))
-    ret = RSQRT2PI * np.exp(-0.5 * d * d) * (
-        k * (CND_A1 + k * (CND_A2 + k * (CND_A3 + k * (CND_A4 + k * CND_A5)))))
+    ret = (
+        RSQRT2PI
+        * np.exp(-0.5 * d * d)
+        * (k * (CND_A1 + k * (CND_A2 + k * (CND_A3 + k * (CND_A4 + k * CND_A5)))))
+    )
     return np.where(d > 0, 1.0 - ret, ret)
 
 
@@ -151,41 +159,60 @@ class Workload:
     unit: str = "ms"  # how the table shows its time
     memory_bound: bool = True  # whether % of copy roofline means anything
     per_call: bool = False  # dispatch: time many calls, report per call
-    notes: dict[str, str] = field(default_factory=dict)
 
     def inputs(self, size: str) -> tuple:
         return self.build[size]()
 
 
-def _sizes(full, small) -> dict[str, Callable[[], tuple]]:
-    return {"full": full, "small": small}
+N, N_SMALL = 4096, 512  # W1-W4 rows and columns
+BS_N, BS_N_SMALL = 4 * 1024 * 1024, 64 * 1024  # W7 options
 
 
-N, N_SMALL = 4096, 512
-WORKLOADS: dict[str, Workload] = {w.key: w for w in [
-    Workload("W1", "LayerNorm", layernorm, _sizes(
-        lambda: _rows_inputs(N, N, "wb"),
-        lambda: _rows_inputs(N_SMALL, N_SMALL, "wb"))),
-    Workload("W2", "Softmax", softmax, _sizes(
-        lambda: _rows_inputs(N, N, ""),
-        lambda: _rows_inputs(N_SMALL, N_SMALL, ""))),
-    Workload("W3", "bias+GELU", bias_gelu, _sizes(
-        lambda: _rows_inputs(N, N, "b"),
-        lambda: _rows_inputs(N_SMALL, N_SMALL, "b"))),
-    Workload("W4", "RMSNorm", rmsnorm, _sizes(
-        lambda: _rows_inputs(N, N, "w"),
-        lambda: _rows_inputs(N_SMALL, N_SMALL, "w"))),
-    Workload("W5", "MLP train step", mlp_step, _sizes(
-        lambda: _mlp_inputs(256, 784, 1024, 10),
-        lambda: _mlp_inputs(64, 784, 256, 10)), memory_bound=False),
-    Workload("W6", "dispatch x*2+1 [16]", axpb, _sizes(
-        lambda: (np.arange(16, dtype=np.float32),),
-        lambda: (np.arange(16, dtype=np.float32),)),
-        unit="us", memory_bound=False, per_call=True),
-    Workload("W7", "Black-Scholes", black_scholes, _sizes(
-        lambda: _bs_inputs(4 * 1024 * 1024),
-        lambda: _bs_inputs(64 * 1024))),
-]}
+def _rows(params: str) -> dict[str, Callable[[], tuple]]:
+    return {
+        "full": lambda: _rows_inputs(N, N, params),
+        "small": lambda: _rows_inputs(N_SMALL, N_SMALL, params),
+    }
+
+
+def _vec16() -> tuple:
+    return (np.arange(16, dtype=np.float32),)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.key: w
+    for w in [
+        Workload("W1", "LayerNorm", layernorm, _rows("wb")),
+        Workload("W2", "Softmax", softmax, _rows("")),
+        Workload("W3", "bias+GELU", bias_gelu, _rows("b")),
+        Workload("W4", "RMSNorm", rmsnorm, _rows("w")),
+        Workload(
+            "W5",
+            "MLP train step",
+            mlp_step,
+            memory_bound=False,
+            build={
+                "full": lambda: _mlp_inputs(256, 784, 1024, 10),
+                "small": lambda: _mlp_inputs(64, 784, 256, 10),
+            },
+        ),
+        Workload(
+            "W6",
+            "dispatch x*2+1 [16]",
+            axpb,
+            {"full": _vec16, "small": _vec16},
+            unit="us",
+            memory_bound=False,
+            per_call=True,
+        ),
+        Workload(
+            "W7",
+            "Black-Scholes",
+            black_scholes,
+            {"full": lambda: _bs_inputs(BS_N), "small": lambda: _bs_inputs(BS_N_SMALL)},
+        ),
+    ]
+}
 
 
 def as_tuple(out) -> tuple:

@@ -11,6 +11,7 @@ is `lowering.dump`'s (`f32[8,16] int:3 ...`)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -32,8 +33,10 @@ def softmax(x):
 
 def gelu(x, b):
     """Bias + GELU, tanh form, written with `**3` (W3)."""
+    # math.sqrt, not np.sqrt: a Python float is a weak scalar and keeps the
+    # float32 arrays float32, where an np.float64 would promote them (NEP 50).
     z = x + b
-    return 0.5 * z * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (z + 0.044715 * z**3)))
+    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
 
 
 def rmsnorm(x, w, eps=1e-6):

@@ -28,10 +28,12 @@ def context() -> Context:
 def tensor_passes() -> list[ModulePass]:
     from passes.canonicalize import ArrayCanonicalize
     from passes.decompose import Decompose
+    from passes.strength_reduce import StrengthReduce
     from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
     from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
-    return [ArrayCanonicalize(), Decompose(), CommonSubexpressionElimination(), DeadCodeElimination()]
+    return [ArrayCanonicalize(), Decompose(), StrengthReduce(), CommonSubexpressionElimination(),
+            DeadCodeElimination()]
 
 
 def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,

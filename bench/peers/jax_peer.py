@@ -53,8 +53,11 @@ def _functions():
 
     def cnd(d):
         k = 1.0 / (1.0 + 0.2316419 * jnp.abs(d))
-        ret = W.RSQRT2PI * jnp.exp(-0.5 * d * d) * (
-            k * (W.CND_A1 + k * (W.CND_A2 + k * (W.CND_A3 + k * (W.CND_A4 + k * W.CND_A5)))))
+        ret = (
+            W.RSQRT2PI
+            * jnp.exp(-0.5 * d * d)
+            * (k * (W.CND_A1 + k * (W.CND_A2 + k * (W.CND_A3 + k * (W.CND_A4 + k * W.CND_A5)))))
+        )
         return jnp.where(d > 0, 1.0 - ret, ret)
 
     def black_scholes(S, K, T):
@@ -65,8 +68,15 @@ def _functions():
         k_exp = K * jnp.exp(-W.BS_R * T)
         return S * c1 - k_exp * c2, k_exp * (1.0 - c2) - S * (1.0 - c1)
 
-    return {"W1": layernorm, "W2": softmax, "W3": bias_gelu, "W4": rmsnorm,
-            "W5": mlp_step, "W6": axpb, "W7": black_scholes}
+    return {
+        "W1": layernorm,
+        "W2": softmax,
+        "W3": bias_gelu,
+        "W4": rmsnorm,
+        "W5": mlp_step,
+        "W6": axpb,
+        "W7": black_scholes,
+    }
 
 
 class JaxPeer(Peer):
@@ -78,8 +88,11 @@ class JaxPeer(Peer):
         import jax
         import jaxlib
 
-        return {"version": jax.__version__, "jaxlib": jaxlib.__version__,
-                "devices": [str(d) for d in jax.devices()]}
+        return {
+            "version": jax.__version__,
+            "jaxlib": jaxlib.__version__,
+            "devices": [str(d) for d in jax.devices()],
+        }
 
     def prepare(self, w, inputs):
         import jax

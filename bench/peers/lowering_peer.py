@@ -25,9 +25,12 @@ class LoweringPeer(Peer):
         from lowering.config import config
 
         listed = _listed_backends()
-        return {"version": lowering.__version__, "backend": self.backend,
-                "listed_by_lowering": self.backend in listed,
-                "default_backend": config.backend}
+        return {
+            "version": lowering.__version__,
+            "backend": self.backend,
+            "listed_by_lowering": self.backend in listed,
+            "default_backend": config.backend,
+        }
 
     def prepare(self, w, inputs):
         import lowering

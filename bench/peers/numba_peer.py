@@ -108,7 +108,7 @@ def _kernels() -> dict:
             for j in range(hidden):
                 v = h_pre[i, j] + b1[j]
                 h_pre[i, j] = v
-                h[i, j] = v if v > ZERO else ZERO
+                h[i, j] = max(v, ZERO)
         logits = np.dot(h, W2)
         dlogits = np.empty_like(logits)
         nll = np.empty(n, np.float32)
@@ -149,7 +149,9 @@ def _kernels() -> dict:
     @njit(inline="always", fastmath=True)
     def cnd(d):
         k = ONE / (ONE + CND_P * abs(d))
-        ret = RSQRT2PI * np.exp(-HALF * d * d) * (k * (A1 + k * (A2 + k * (A3 + k * (A4 + k * A5)))))
+        ret = (
+            RSQRT2PI * np.exp(-HALF * d * d) * (k * (A1 + k * (A2 + k * (A3 + k * (A4 + k * A5)))))
+        )
         return ONE - ret if d > ZERO else ret
 
     @jit
@@ -167,8 +169,15 @@ def _kernels() -> dict:
             put[i] = k_exp * (ONE - c2) - S[i] * (ONE - c1)
         return call, put
 
-    _KERNELS = {"W1": layernorm, "W2": softmax, "W3": bias_gelu, "W4": rmsnorm,
-                "W5": mlp_step, "W6": axpb, "W7": black_scholes}
+    _KERNELS = {
+        "W1": layernorm,
+        "W2": softmax,
+        "W3": bias_gelu,
+        "W4": rmsnorm,
+        "W5": mlp_step,
+        "W6": axpb,
+        "W7": black_scholes,
+    }
     return _KERNELS
 
 
@@ -190,3 +199,11 @@ class NumbaPeer(Peer):
     def prepare(self, w, inputs):
         kernel = _kernels()[w.key]
         return lambda: kernel(*inputs)
+
+    def to_numpy(self, out):
+        # numba boxes every float scalar it returns as a Python float, even a
+        # float32 one (W5's loss): take it back as the float32 it was
+        return tuple(
+            np.float32(o) if isinstance(o, float) else np.asarray(o)
+            for o in (out if isinstance(out, tuple) else (out,))
+        )

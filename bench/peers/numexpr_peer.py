@@ -16,17 +16,29 @@ from .base import NotExpressible, Peer
 
 f32 = np.float32
 CONSTS = {
-    "half": f32(0.5), "one": f32(1.0), "gelu_a": f32(0.044715), "gelu_c": f32(W.SQRT_2_OVER_PI),
-    "p": f32(0.2316419), "a1": f32(W.CND_A1), "a2": f32(W.CND_A2), "a3": f32(W.CND_A3),
-    "a4": f32(W.CND_A4), "a5": f32(W.CND_A5), "rsqrt2pi": f32(W.RSQRT2PI),
-    "r": f32(W.BS_R), "v": f32(W.BS_V), "mu": f32(W.BS_R + 0.5 * W.BS_V * W.BS_V),
+    "half": f32(0.5),
+    "one": f32(1.0),
+    "gelu_a": f32(0.044715),
+    "gelu_c": f32(W.SQRT_2_OVER_PI),
+    "p": f32(0.2316419),
+    "a1": f32(W.CND_A1),
+    "a2": f32(W.CND_A2),
+    "a3": f32(W.CND_A3),
+    "a4": f32(W.CND_A4),
+    "a5": f32(W.CND_A5),
+    "rsqrt2pi": f32(W.RSQRT2PI),
+    "r": f32(W.BS_R),
+    "v": f32(W.BS_V),
+    "mu": f32(W.BS_R + 0.5 * W.BS_V * W.BS_V),
 }
 
 
 def _cnd(d: str) -> str:
     k = f"(one / (one + p * abs({d})))"
-    ret = (f"(rsqrt2pi * exp(-half * {d} * {d}) * "
-           f"({k} * (a1 + {k} * (a2 + {k} * (a3 + {k} * (a4 + {k} * a5))))))")
+    ret = (
+        f"(rsqrt2pi * exp(-half * {d} * {d}) * "
+        f"({k} * (a1 + {k} * (a2 + {k} * (a3 + {k} * (a4 + {k} * a5))))))"
+    )
     return f"where({d} > 0, one - {ret}, {ret})"
 
 
@@ -40,8 +52,11 @@ class NumexprPeer(Peer):
     def info(self):
         import numexpr as ne
 
-        return {"version": ne.__version__, "threads": ne.get_num_threads(),
-                "vml": bool(getattr(ne, "use_vml", False))}
+        return {
+            "version": ne.__version__,
+            "threads": ne.get_num_threads(),
+            "vml": bool(getattr(ne, "use_vml", False)),
+        }
 
     def prepare(self, w, inputs):
         import numexpr as ne
@@ -63,8 +78,9 @@ class NumexprPeer(Peer):
             return ne.evaluate("e / s", local_dict={"e": e, "s": s}, out=e)
 
         def bias_gelu(x, b):
-            return ev("half * (x + b) * (one + tanh(gelu_c * ((x + b) + gelu_a * (x + b)**3)))",
-                      x=x, b=b)
+            return ev(
+                "half * (x + b) * (one + tanh(gelu_c * ((x + b) + gelu_a * (x + b)**3)))", x=x, b=b
+            )
 
         def rmsnorm(x, w_):
             ms = ev("sum(x * x, 1)", x=x) * f32(1.0 / x.shape[-1])
@@ -84,8 +100,14 @@ class NumexprPeer(Peer):
             put = ev("k_exp * (one - c2) - S * (one - c1)", S=S, c1=c1, k_exp=k_exp, c2=c2)
             return call, put
 
-        impl = {"W1": layernorm, "W2": softmax, "W3": bias_gelu, "W4": rmsnorm,
-                "W6": axpb, "W7": black_scholes}.get(w.key)
+        impl = {
+            "W1": layernorm,
+            "W2": softmax,
+            "W3": bias_gelu,
+            "W4": rmsnorm,
+            "W6": axpb,
+            "W7": black_scholes,
+        }.get(w.key)
         if impl is None:
             raise NotExpressible("matmul and fancy-index gather/scatter have no numexpr form")
         return lambda: impl(*inputs)

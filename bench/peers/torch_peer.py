@@ -18,9 +18,12 @@ class TorchPeer(Peer):
     def info(self):
         import torch
 
-        return {"version": torch.__version__, "threads": torch.get_num_threads(),
-                "interop_threads": torch.get_num_interop_threads(),
-                "parallel_info": torch.__config__.parallel_info().strip().splitlines()[:8]}
+        return {
+            "version": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "interop_threads": torch.get_num_interop_threads(),
+            "parallel_info": torch.__config__.parallel_info().strip().splitlines()[:8],
+        }
 
     def prepare(self, w, inputs):
         import torch

@@ -53,7 +53,7 @@ class Prims:
         return self._emit(A.ConstantOp(scalar_repr(value, np.dtype(dtype)), tensor_type(shape, np.dtype(dtype))))
 
     def dense(self, arr: np.ndarray) -> SSAValue:
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d 1-d
         if arr.size and (arr == arr.flat[0]).all() and (
             arr.dtype.kind not in "fc" or np.signbit(arr).all() == np.signbit(arr.flat[0])
             and not np.isnan(arr.flat[0])

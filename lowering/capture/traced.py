@@ -217,6 +217,40 @@ for _name, _uf in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolu
                    ("invert", np.invert)]:
     setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self: _as_python(uf(self), self))(_uf))
 
+def _fast_pow_op(self, exponent):
+    """numpy's `ndarray.__pow__` takes fast paths for some scalar exponents
+    (sqrt for 0.5, reciprocal for -1, ...) that round differently from `pow`:
+    mirror them so `x ** 0.5` is numpy's `x ** 0.5`."""
+    if isinstance(exponent, bool) or not isinstance(exponent, (int, float, np.integer, np.floating)):
+        return None
+    e = float(exponent)
+    if self.dtype.kind in "fc":
+        table = {1.0: np.positive, -1.0: np.reciprocal, 0.5: np.sqrt, 2.0: np.square}
+        if e == 0.0:
+            return lambda x: np.ones_like(x, dtype=np.result_type(x._dtype_operand(), exponent))
+        return table.get(e)
+    if e == 2.0 and self.dtype.kind in "iu":
+        return np.square
+    return None
+
+
+def _pow(self, other):
+    fast = _fast_pow_op(self, other)
+    if fast is not None and np.result_type(self._dtype_operand(), other) == self.dtype:
+        return fast(self)
+    return np.power(self, other)
+
+
+def _ipow(self, other):
+    fast = _fast_pow_op(self, other)
+    if fast is not None and np.result_type(self._dtype_operand(), other) == self.dtype:
+        return fast(self, out=(self,)) if fast is not np.positive else self
+    return np.power(self, other, out=(self,))
+
+
+TracedArray.__pow__ = _pow  # type: ignore[assignment]
+TracedArray.__ipow__ = _ipow  # type: ignore[assignment]
+
 TracedArray.__divmod__ = lambda self, o: (self // o, self % o)  # type: ignore[attr-defined]
 TracedArray.__rdivmod__ = lambda self, o: (o // self, o % self)  # type: ignore[attr-defined]
 

@@ -52,7 +52,11 @@ except ImportError:  # pragma: no cover
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 VOID = ir.VoidType()
-FM = ("contract",)
+# No fast-math flags on element-wise arithmetic: without contraction into FMA,
+# +,-,*,/ and sqrt round exactly as numpy's loops do, so compiled results are
+# bitwise numpy's wherever numpy's own loops are IEEE-exact. (Reductions
+# reassociate by construction: their accumulation order is ours.)
+FM: tuple[str, ...] = ()
 VECTOR_BITS = 512
 
 

@@ -84,19 +84,19 @@ def count(shape, axes) -> int:
 
 def check_reduce_out(out, shape, opname: str, keepdims: bool):
     """numpy's reductions want `out` of exactly the result shape."""
-    out = check_out(out)
-    if out is None:
-        return None
-    if out.ndim != len(shape):
-        extra = " (must match the operand's when keepdims=True)" if keepdims else ""
-        raise ValueError(
-            f"output parameter for reduction operation {opname} has the wrong number of "
-            f"dimensions: Found {out.ndim} but expected {len(shape)}{extra}")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(
-            f"output parameter for reduction operation {opname} has a non-matching "
-            f"dimension: found {out.shape} but expected {tuple(shape)}")
-    return out
+    o = out[0] if isinstance(out, tuple) and len(out) == 1 else out
+    if isinstance(o, (TracedArray, np.ndarray)):
+        oshape = tuple(o.shape)
+        if len(oshape) != len(shape):
+            extra = " (must match the operand's when keepdims=True)" if keepdims else ""
+            raise ValueError(
+                f"output parameter for reduction operation {opname} has the wrong number of "
+                f"dimensions: Found {len(oshape)} but expected {len(shape)}{extra}")
+        if oshape != tuple(shape):
+            raise ValueError(
+                f"output parameter for reduction operation {opname} has a non-matching "
+                f"dimension: found {oshape} but expected {tuple(shape)}")
+    return check_out(out)
 
 
 def finish(tr, v, out, scalar_ok: bool = True) -> TracedArray:
@@ -338,11 +338,11 @@ def _argreduce(tr, a, kind, axis=None, out=None, keepdims=False):
         raise ValueError(f"attempt to get {kind} of an empty sequence")
     out = check_out(out)
     if out is not None:
+        if tuple(out.shape) != tuple(rshape):
+            raise ValueError(f"output array does not match result of np.{kind}.")
         if not np.can_cast(out.dtype, _INTP, "safe"):
             raise TypeError(f"Cannot cast array data from {out.dtype!r} to {_INTP!r} "
                             "according to the rule 'safe'")
-        if tuple(out.shape) != tuple(rshape):
-            raise ValueError(f"output array does not match result of np.{kind}.")
     r = p.reshape(p.argreduce(v, kind, ax), rshape)
     return finish(tr, r, out)
 
