@@ -17,10 +17,15 @@ def context() -> Context:
     from xdsl.dialects import arith, func, math
     from xdsl.dialects.builtin import Builtin
 
+    from xdsl.dialects import affine, memref
+
     from dialects.array import Array
+    from dialects.kernel import Kernel
+    from dialects.loop import Loop
 
     ctx = Context()
-    for d in (Builtin, func.Func, arith.Arith, math.Math, Array):
+    for d in (Builtin, func.Func, arith.Arith, math.Math, affine.Affine, memref.MemRef, Array, Loop,
+              Kernel):
         ctx.load_dialect(d)
     return ctx
 

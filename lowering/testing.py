@@ -234,6 +234,14 @@ TIER1_DTYPES: tuple[np.dtype, ...] = tuple(
 LAYOUTS = ("C", "F", "strided", "transposed", "broadcast")
 
 
+def examples(scale: float):
+    """`@examples(0.5)`: a test's hypothesis example count relative to the active
+    profile's (tests/conftest.py: "ci" by default, "deep" for long runs)."""
+    from hypothesis import settings
+
+    return settings(max_examples=max(1, round(settings.default.max_examples * scale)))
+
+
 def _hyp():
     import hypothesis.extra.numpy as hnp
     import hypothesis.strategies as st

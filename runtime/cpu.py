@@ -88,13 +88,12 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
-def launch(fn, work: int, bufs, strides, cost: int) -> None:
-    """Run fn over [0, work), split into one chunk per thread when `cost`
-    (elements touched) pays for the wake-up."""
+def launch(fn, work: int, bufs, strides, threads: int) -> None:
+    """Run fn over [0, work), one contiguous chunk per thread."""
     if work <= 0:
         return
-    threads = min(THREADS, work)
-    if threads <= 1 or cost < PARALLEL_THRESHOLD:
+    threads = min(threads, work)
+    if threads <= 1:
         fn(0, work, bufs, strides)
         return
     bounds = [work * i // threads for i in range(threads + 1)]

@@ -16,8 +16,10 @@ from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAtt
 from xdsl.parser import Parser
 
 from dialects import array as A
+from dialects import kernel as K
 from dialects import loop as L
 from passes.lower_to_loop import lower_func
+from passes.schedule import Schedule
 from runtime import cpu
 from runtime.memory import POOL
 
@@ -40,16 +42,25 @@ def lower(module: ModuleOp) -> ModuleOp:
     return ModuleOp([new])
 
 
-def emit_llvm(loop_module: ModuleOp, prefix: str = "") -> tuple[str, list[L.KernelOp]]:
-    em = Emitter(vector_bits=cpu.vector_bits())
-    kernels = [op for op in loop_module.walk() if isinstance(op, L.KernelOp)]
+def schedule(loop_module: ModuleOp) -> ModuleOp:
+    """Loop level -> kernel level, for this machine."""
+    from ..pipeline import context
+
+    Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
+             parallel_threshold=cpu.PARALLEL_THRESHOLD).apply(context(), loop_module)
+    return loop_module
+
+
+def emit_llvm(kernel_module: ModuleOp, prefix: str = "") -> tuple[str, list[K.KernelOp]]:
+    em = Emitter()
+    kernels = [op for op in kernel_module.walk() if isinstance(op, K.KernelOp)]
     for k in kernels:
         if prefix:
             k.sym_name = StringAttr(prefix + k.sym_name.data)
         em.kernel(k)
     # AVX-512 CPUs: LLVM otherwise prefers 256-bit vectors; our loops are
     # written for the full width (llvmlite's builder has no string attributes)
-    bits = em.vector_bits
+    bits = cpu.vector_bits()
     text = str(em.module).replace(
         ") nounwind\n{", f') nounwind "prefer-vector-width"="{bits}" "min-legal-vector-width"="{bits}"\n{{')
     return text, kernels
@@ -84,7 +95,7 @@ class CpuProgram:
                 t = op.memref.type
                 slots[op.memref] = len(slots)
                 steps.append(Step("alloc", (slots[op.memref], t.get_shape(), from_ir(t.element_type))))
-            elif isinstance(op, L.KernelOp):
+            elif isinstance(op, K.KernelOp):
                 steps.append(self._kernel_step(op, slots))
             elif isinstance(op, L.ExternOp):
                 ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
@@ -103,36 +114,21 @@ class CpuProgram:
         self.steps = steps
         self.n_slots = len(slots)
 
-    def _kernel_step(self, k: L.KernelOp, slots) -> Step:
+    def _kernel_step(self, k: K.KernelOp, slots) -> Step:
         fn = self._fns[k.sym_name.data]
         bufs = [slots[b] for b in k.buffers]
-        P = A.ints(k.parallel)
-        body = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
-        cost = 1
-        for b in k.buffers:
-            n = 1
-            for d in b.type.get_shape():
-                n *= d
-            cost = max(cost, n)
-        if P:
-            work = 1
-            for n in P:
-                work *= n
-        elif len(body) == 1 and isinstance(body[0], L.MapOp):
-            work = A.ints(body[0].ranges)[0]
-        else:
-            work, cost = 1, 0
         ranks = [b.type.get_num_dims() for b in k.buffers]
         ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
         strides = (ctypes.c_int64 * max(sum(ranks), 1))()
-        return Step("kernel", (fn, tuple(bufs), work, cost, ptrs, strides, ranks))
+        work, threads = k.work.value.data, k.threads.value.data
+        return Step("kernel", (fn, tuple(bufs), work, threads, ptrs, strides, ranks))
 
     def __call__(self, inputs):
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
         for st in self.steps:
             kind = st.kind
             if kind == "kernel":
-                fn, bufs, work, cost, ptrs, strides, ranks = st.args
+                fn, bufs, work, threads, ptrs, strides, ranks = st.args
                 off = 0
                 for j, (s, r) in enumerate(zip(bufs, ranks)):
                     a = vals[s]
@@ -142,7 +138,7 @@ class CpuProgram:
                         for d, x in enumerate(a.strides):
                             strides[off + d] = x // item
                         off += r
-                cpu.launch(fn, work, ptrs, strides, cost)
+                cpu.launch(fn, work, ptrs, strides, threads)
             elif kind == "alloc":
                 slot, shape, dtype = st.args
                 vals[slot] = POOL.empty(shape, dtype)
@@ -156,5 +152,4 @@ class CpuProgram:
 def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
     f = next(op for op in module.ops if isinstance(op, func.FuncOp))
     add_layouts(module, layouts)
-    loop_module = lower(module)
-    return CpuProgram(loop_module, len(f.body.blocks[0].args))
+    return CpuProgram(schedule(lower(module)), len(f.body.blocks[0].args))

@@ -82,16 +82,37 @@ def _insert_slice(op: A.InsertSliceOp):
     return run
 
 
+def _check_indices(idx: np.ndarray, n: int, axis: int) -> None:
+    """Out-of-range indices are an error even where the result is empty (where
+    numpy's take would not look at them)."""
+    if idx.size:
+        bad = (idx >= n) | (idx < -n)
+        if bad.any():
+            raise IndexError(f"index {idx[bad].flat[0]} is out of bounds for axis {axis} with size {n}")
+
+
+def _gather(op: A.GatherOp):
+    axis = op.axis.value.data
+
+    def run(x, idx):
+        _check_indices(idx, x.shape[axis], axis)
+        return np.take(x, idx, axis=axis)
+
+    return run
+
+
 def _scatter(op: A.ScatterOp):
     axis = op.axis.value.data
     pre = (slice(None),) * axis
     if op.mode.data == "add":
         def run(dest, idx, upd):
+            _check_indices(idx, dest.shape[axis], axis)
             out = dest.copy()
             np.add.at(out, pre + (idx,), upd)
             return out
     else:
         def run(dest, idx, upd):
+            _check_indices(idx, dest.shape[axis], axis)
             out = dest.copy()
             out[pre + (idx,)] = upd
             return out
@@ -145,7 +166,7 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.PadOp: lambda op: (lambda w: lambda x, v: np.pad(x, w, constant_values=v))(
         list(zip(_ints(op.low), _ints(op.high)))),
     A.ConcatOp: lambda op: (lambda ax: lambda *xs: np.concatenate(xs, axis=ax))(op.axis.value.data),
-    A.GatherOp: lambda op: (lambda ax: lambda x, i: np.take(x, i, axis=ax))(op.axis.value.data),
+    A.GatherOp: _gather,
     A.ScatterOp: _scatter,
     A.ReduceOp: _reduce,
     A.ArgReduceOp: lambda op: (lambda f, ax: lambda x: _arr(f(x, axis=ax)).astype(np.int64))(

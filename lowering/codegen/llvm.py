@@ -43,6 +43,7 @@ from xdsl.ir.affine.affine_expr import (
 )
 
 from dialects import array as A
+from dialects import kernel as K
 from dialects import loop as L
 
 try:  # vectorized transcendentals (polynomials); else per-lane libm calls
@@ -57,7 +58,6 @@ VOID = ir.VoidType()
 # bitwise numpy's wherever numpy's own loops are IEEE-exact. (Reductions
 # reassociate by construction: their accumulation order is ours.)
 FM: tuple[str, ...] = ()
-VECTOR_BITS = 512
 
 
 def llvm_type(t) -> ir.Type:
@@ -110,9 +110,8 @@ def parse_const(text: str, t) -> object:
 class Emitter:
     """One LLVM module for a loop-level program: a function per kernel."""
 
-    def __init__(self, name: str = "lowering", vector_bits: int = VECTOR_BITS):
+    def __init__(self, name: str = "lowering"):
         self.module = ir.Module(name=name)
-        self.vector_bits = vector_bits
         self._intrinsics: dict[tuple, ir.Function] = {}
         self._libm: dict[str, ir.Function] = {}
 
@@ -134,7 +133,7 @@ class Emitter:
             self._libm[sym] = f
         return f
 
-    def kernel(self, k: L.KernelOp) -> str:
+    def kernel(self, k: K.KernelOp) -> str:
         KernelCodegen(self, k).emit()
         return k.sym_name.data
 
@@ -151,8 +150,10 @@ def buffer_strides(t: MemRefType) -> list[int] | None:
 
 
 class KernelCodegen:
-    def __init__(self, em: Emitter, k: L.KernelOp):
+    def __init__(self, em: Emitter, k: K.KernelOp):
         self.em, self.k = em, k
+        self.vector_width = k.vector_width.value.data
+        self.unroll = k.unroll.value.data
         self.bufs = list(k.buffers)
         self.fn = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, I8.as_pointer().as_pointer(),
                                                               I64.as_pointer()]), k.sym_name.data)
@@ -179,7 +180,7 @@ class KernelCodegen:
         P = A.ints(self.k.parallel)
         block = self.k.body.block
         ops = [op for op in block.ops if not isinstance(op, L.YieldOp)]
-        self.split_map = not P and len(ops) == 1 and isinstance(ops[0], L.MapOp)
+        self.split_map = self.k.split.data == "map"
         self.vals: dict[SSAValue, ir.Value] = {}
         if P:
             def body(p):
@@ -255,16 +256,8 @@ class KernelCodegen:
         nest(0)
 
     def width_for(self, n: int) -> int:
-        bits = max((mem_type(t).width if isinstance(mem_type(t), ir.IntType) else
-                    {"float": 32, "double": 64, "half": 16}[str(mem_type(t))])
-                   for t in self.elem_types)
-        w = self.em.vector_bits // max(bits, 32)
+        w = self.vector_width
         return w if n >= w else 1
-
-    @property
-    def elem_types(self):
-        ts = [buf.type.element_type for buf in self.bufs]
-        return ts or [Float32Type()]
 
     # ---- op emission -------------------------------------------------------
     def emit_ops(self, ops, width: int) -> None:
@@ -441,7 +434,7 @@ class KernelCodegen:
         for r in ranges:
             n *= r
         w = self.width_for(ranges[-1]) if ranges else 1
-        accs = 4 if (w > 1 and ranges[-1] >= 4 * w * 4) else 1
+        accs = self.unroll if (w > 1 and ranges[-1] >= 4 * w * self.unroll) else 1
         ident = identity(kind, t)
         # accumulators live in stack slots; SROA turns them into registers
         with b.goto_entry_block():

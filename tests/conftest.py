@@ -1,0 +1,31 @@
+"""Hypothesis profiles for the whole suite.
+
+- "ci" (the default): a fixed seed (`derandomize=True`, so every run checks the
+  same examples and a failure reproduces), modest example counts, no deadline
+  (the first call of a compiled function traces and compiles), and the blob to
+  reproduce a failure printed.
+- "deep": `HYPOTHESIS_PROFILE=deep pytest tests/...` for long, randomized runs.
+
+Tests that need more or fewer examples than the profile scale it with
+`lowering.testing.examples(scale)` rather than fixing a number, so "deep"
+deepens them all.
+"""
+
+from __future__ import annotations
+
+import os
+
+from hypothesis import HealthCheck, settings
+
+_SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+
+settings.register_profile(
+    "ci", derandomize=True, max_examples=25, deadline=None, print_blob=True,
+    suppress_health_check=_SLOW_DATA,
+)
+settings.register_profile(
+    "deep", max_examples=1000, deadline=None, print_blob=True,
+    suppress_health_check=_SLOW_DATA,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
