@@ -71,6 +71,7 @@ class CompiledFunction:
         self._arrays, self._scalars = discover(fn)
         self._segment_cache: dict[str, Callable] = {}
         self.last_trace: Trace | None = None
+        self.programs_run: list = []  # programs the last trace ran, in order
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -130,6 +131,7 @@ class CompiledFunction:
         for i, v in enumerate(sources):
             if isinstance(v, np.ndarray):
                 source_ids.setdefault(id(v), i)
+        self.programs_run = []
         tracer = Tracer(sources, self._run_segment, self.fullgraph if fullgraph is None else fullgraph,
                         source_ids)
         tleaves = []
@@ -157,6 +159,7 @@ class CompiledFunction:
             prog = compile_segment(module, self.backend, layouts)
             self._segment_cache[key] = prog
         self._last_key = key
+        self.programs_run.append(prog)
         return prog(inputs)
 
     # ---- entries ------------------------------------------------------------

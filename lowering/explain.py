@@ -17,6 +17,14 @@ class ExplainOutput:
     guards: list[str]
     ops_per_graph: list[dict[str, int]]
     graphs: list[str] = field(repr=False, default_factory=list)
+    # per graph: (kernel name, tensor ops fused into it); externs included
+    kernels: list[list[tuple[str, list[str]]]] = field(default_factory=list)
+    fusion_refused: list[list[str]] = field(default_factory=list)
+
+    @property
+    def kernel_count(self) -> int:
+        """Kernels (and externs) one call launches."""
+        return sum(len(k) for k in self.kernels)
 
     def __str__(self) -> str:
         lines = [f"Graph count: {self.graph_count}", f"Graph break count: {self.graph_break_count}"]
@@ -28,6 +36,13 @@ class ExplainOutput:
         for i, ops in enumerate(self.ops_per_graph):
             lines.append(f"Graph {i}: {sum(ops.values())} ops: " +
                          ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())))
+        if self.kernels:
+            lines.append(f"Kernels per call: {self.kernel_count}")
+            for i, (ks, refused) in enumerate(zip(self.kernels, self.fusion_refused)):
+                for name, ops in ks:
+                    lines.append(f"  graph {i} {name}: " + ", ".join(ops))
+                for r in refused:
+                    lines.append(f"  graph {i} fusion refused: {r}")
         lines.append("Guards:")
         lines.extend(f"  {g}" for g in self.guards)
         return "\n".join(lines)
@@ -52,7 +67,16 @@ def explain(fn):
             c = Counter(op.name for op in seg.module.walk() if op.name not in ("builtin.module", "func.func", "func.return"))
             ops.append(dict(c))
             graphs.append(str(seg.module))
+        kernels, refused = [], []
+        for prog in probe.programs_run:
+            rep = getattr(prog, "report", None)
+            if rep is not None:
+                kernels.append(rep.kernels)
+                refused.append(rep.refused)
+            else:  # the numpy backend: each op is one numpy call
+                kernels.append([(f"numpy {getattr(s[0], 'op_name', 'op')}", []) for s in prog.steps])
+                refused.append([])
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
-                             entry.guards.describe(), ops, graphs)
+                             entry.guards.describe(), ops, graphs, kernels, refused)
 
     return run

@@ -117,8 +117,7 @@ class DecomposeUfunc(RewritePattern):
         if build is None:
             return
         new = build(list(op.inputs))
-        if "loc" in op.attributes:
-            new.attributes["loc"] = op.attributes["loc"]
+        new.location = op.location
         rewriter.replace_op(op, new)
 
 

@@ -17,7 +17,8 @@ transform the index. A realized value is computed by one `loop.kernel`:
 
 Ops the loop level does not generate become `loop.extern` calls (matmul goes
 to BLAS; gather/scatter/scan/concat/pad/insert_slice run in numpy for now).
-Every refused fusion leaves a reason in `FUSION_LOG` for `explain`."""
+Every kernel records the tensor ops fused into it and every refused fusion
+leaves a reason (`LoweringReport`), which `explain` shows."""
 
 from __future__ import annotations
 
@@ -184,6 +185,7 @@ class Lowering:
     layouts: list[str]
     realized: set = field(default_factory=set)
     reasons: list[str] = field(default_factory=list)
+    kernel_ops: list[tuple[str, list[str]]] = field(default_factory=list)
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
@@ -235,6 +237,7 @@ class Lowering:
         self.out = body
         self.buffer: dict[SSAValue, SSAValue] = dict(zip(self.block.args, body.args))
         self.kernels = 0
+        self.kernel_ops = []
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
                 body.add_op(func.ReturnOp(*[self.buffer[v] for v in op.arguments]))
@@ -261,6 +264,7 @@ class Lowering:
             outs = [self._alloc(r) for r in op.results]
             fn = "matmul" if isinstance(op, A.DotOp) else f"numpy:{op.name}"
             self.out.add_op(L.ExternOp(fn, ins, outs, generic_text(op)))
+            self.kernel_ops.append((f"extern {fn}", [describe(op)]))
             return
         if v in self.buffer:
             return
@@ -355,6 +359,7 @@ class KernelEmitter:
         self.kblock = self.k.body.block
         self.kmemo: dict = {}
         self.used_buffers: list[SSAValue] = []
+        self.fused: list[str] = []
         pidx = tuple(dim(i) for i in range(p))
         for v in dict.fromkeys(reductions):
             self.kmemo[(v, tuple(map(str, pidx)))] = self._emit_reduce(v.owner, pidx)
@@ -374,6 +379,11 @@ class KernelEmitter:
         self.kblock.add_op(L.YieldOp())
         bufs = list(dict.fromkeys(self.used_buffers + [self.buf]))
         k = L.KernelOp(self.k.sym_name.data, bufs, shape[:p])
+        for r in reductions:
+            d = describe(r.owner)
+            if d not in self.fused:
+                self.fused.append(d)
+        lw.kernel_ops.append((self.k.sym_name.data, self.fused))
         k.body.detach_block(0)
         k.body.add_block(self.k.body.detach_block(0))
         lw.out.add_op(k)
@@ -408,6 +418,12 @@ class KernelEmitter:
             return hit
         res = self._value_at(v, idx)
         self.memo[key] = res
+        op = v.owner
+        if (isinstance(op, Operation) and not (v in self.lw.buffer and v is not self.root)
+                and not is_view(op) and not isinstance(op, A.ConstantOp)):
+            d = describe(op)
+            if d not in self.fused:
+                self.fused.append(d)
         return res
 
     def _emit(self, op: Operation) -> SSAValue:
@@ -479,12 +495,26 @@ class LowerToLoop(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
-                new = lower_func(f)
+                new, _ = lower_func(f)
                 op.body.block.insert_op_before(new, f)
                 op.body.block.erase_op(f)
 
 
-FUSION_LOG: list[str] = []
+@dataclass
+class LoweringReport:
+    kernels: list[tuple[str, list[str]]]  # (kernel, tensor ops fused into it)
+    refused: list[str]  # why values got their own buffer
+
+
+def describe(op: Operation) -> str:
+    """`op name "ufunc" (file:line)` for reports."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    loc = op.location
+    name = op.name + (f" \"{op.fn.data}\"" if isinstance(op, A.UfuncOp) else "")
+    if isinstance(loc, FileLineColLoc):
+        return f"{name} ({loc.filename.data.rsplit('/', 1)[-1]}:{loc.line.data})"
+    return name
 
 
 def layouts_of(f: func.FuncOp) -> list[str]:
@@ -496,8 +526,7 @@ def layouts_of(f: func.FuncOp) -> list[str]:
     return out
 
 
-def lower_func(f: func.FuncOp) -> func.FuncOp:
+def lower_func(f: func.FuncOp) -> tuple[func.FuncOp, LoweringReport]:
     lw = Lowering(f, layouts_of(f))
     new = lw.run()
-    FUSION_LOG[:] = lw.reasons
-    return new
+    return new, LoweringReport(lw.kernel_ops, lw.reasons)

@@ -35,11 +35,12 @@ def add_layouts(module: ModuleOp, layouts: list[str]) -> None:
     f.arg_attrs = ArrayAttr([DictionaryAttr({"lowering.layout": StringAttr(x)}) for x in layouts])
 
 
-def lower(module: ModuleOp) -> ModuleOp:
-    """Tensor-level module (after the tensor passes) -> loop-level module."""
+def lower(module: ModuleOp):
+    """Tensor-level module (after the tensor passes) -> loop-level module and
+    the lowering's report (kernels with their fused ops, refused fusions)."""
     f = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    new = lower_func(f)
-    return ModuleOp([new])
+    new, report = lower_func(f)
+    return ModuleOp([new]), report
 
 
 def schedule(loop_module: ModuleOp) -> ModuleOp:
@@ -152,4 +153,7 @@ class CpuProgram:
 def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
     f = next(op for op in module.ops if isinstance(op, func.FuncOp))
     add_layouts(module, layouts)
-    return CpuProgram(schedule(lower(module)), len(f.body.blocks[0].args))
+    loop_module, report = lower(module)
+    prog = CpuProgram(schedule(loop_module), len(f.body.blocks[0].args))
+    prog.report = report
+    return prog

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from xdsl.dialects.builtin import TensorType
+from xdsl.dialects.builtin import FileLineColLoc, IntAttr, StringAttr, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
 from dialects import array as A
@@ -41,10 +41,8 @@ class Prims:
     def _emit(self, op: Operation) -> SSAValue:
         if self.location is not None:
             loc = self.location()
-            if loc is not None:
-                from xdsl.dialects.builtin import StringAttr
-
-                op.attributes["loc"] = StringAttr(f"{loc[0]}:{loc[1]}")
+            if loc is not None:  # the user's line, as an MLIR location (CSE ignores it)
+                op.location = FileLineColLoc(StringAttr(loc[0]), IntAttr(loc[1]), IntAttr(0))
         self.block.add_op(op)
         return op.results[0]
 

@@ -149,7 +149,7 @@ class Tracer:
     # ---- segments ---------------------------------------------------------
     def _new_segment(self) -> None:
         self.block = Block()
-        self.prims = Prims(self.block, location=None)
+        self.prims = Prims(self.block, location=user_location)
         self.bindings: list[Any] = []
 
     def _arg(self, binding: Any, shape, dtype) -> SSAValue:

@@ -411,12 +411,13 @@ def test_take_and_put_along_axis(data):
     check(lambda x, i: np.take_along_axis(x, i.ravel(), axis=None), x, idx)
 
 
-def test_put_along_axis_flat_leaves_array():
+def test_put_along_axis_flat():
     def f(x, i):
         np.put_along_axis(x, i, 5.0, axis=None)
         return x
 
-    check(f, np.zeros((2, 3)), np.array([1, 4]))
+    check(f, np.zeros((2, 3)), np.array([1, 4]))  # C-contiguous: written through
+    check(f, np.zeros((3, 2)).T, np.array([1, 4]))  # otherwise numpy refuses
 
 
 # ---- np.add.at -----------------------------------------------------------------------------

@@ -404,18 +404,18 @@ def _along_axis(tr, arr, indices, axis):
 @rule(np.take_along_axis)
 def take_along_axis(tr, arr, indices, axis=-1):
     x, idx, ax = _along_axis(tr, arr, indices, axis)
-    if axis is None:
-        x = tr.wrap(x._v())  # numpy flattens with a copy
     return getitem(x, _along_axis_index(x.shape, idx, ax))
 
 
 @rule(np.put_along_axis)
 def put_along_axis(tr, arr, indices, values, axis):
     x = _target(tr, arr)
+    base = x
     x, idx, ax = _along_axis(tr, x, indices, axis)
-    if axis is None:
-        # numpy writes into a flattened copy, which leaves arr unchanged
-        x = tr.wrap(x._v())
+    if axis is None and x._st is not base._st:
+        # numpy writes into `np.array(arr.flat)`: a view of a C-contiguous
+        # array, else a read-only copy
+        raise ValueError("assignment destination is read-only")
     setitem(x, _along_axis_index(x.shape, idx, ax), values)
 
 
