@@ -31,3 +31,15 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[test]'
 	touch $@
+
+# make bench  the CPU benchmark of shared/BENCH.md (bench/README.md): W1-W7 on
+# lowering and every peer, results in bench/results/<host>-cpu.{json,md,png}.
+# Installs bench/requirements.txt when a peer is missing. Options through
+# BENCH_ARGS, e.g. make bench BENCH_ARGS="--quick --sizes small"
+BENCH_ARGS ?=
+
+.PHONY: bench
+bench: $(STAMP)
+	@$(PY) -c "import numexpr, numba, jax, torch, matplotlib, threadpoolctl" 2>/dev/null || \
+		$(PY) -m pip install -r bench/requirements.txt
+	$(PY) -m bench $(BENCH_ARGS)

@@ -207,7 +207,7 @@ def _main(a: argparse.Namespace, argv: list[str]) -> int:
         for name in names if keys else []:
             runner.log(f"compile latency: {name} ({', '.join(keys)}, fresh processes)")
             cl["peers"][name] = compile_latency.measure_peer(
-                name, keys, s.size, 3 if a.quick else 5
+                name, keys, s.size, 3 if a.quick else 5, rotations=not a.quick
             )
         runner.log("import time of lowering")
         cl["import_time"] = compile_latency.import_time(3 if a.quick else 5)

@@ -78,11 +78,18 @@ def _run(cmd: list[str], timeout: float) -> tuple[dict | None, str]:
 
 
 def measure_peer(
-    peer_name: str, keys: list[str], size: str, repeats: int, timeout: float = 600
+    peer_name: str,
+    keys: list[str],
+    size: str,
+    repeats: int,
+    rotations: bool = True,
+    timeout: float = 600,
 ) -> dict:
-    """{workload: {fresh: {...}, warm: {...}}, import_s, error?} for one peer."""
+    """{workload: {fresh: {...}, warm: {...}}, import_s, error?} for one peer.
+    With `rotations` each workload comes first once (a fresh number each);
+    without, only the given order runs (one process: quicker)."""
     out: dict = {"workloads": {k: {} for k in keys}, "import_s": []}
-    orders = [keys[i:] + keys[:i] for i in range(len(keys))]
+    orders = [keys[i:] + keys[:i] for i in range(len(keys) if rotations else 1)]
     for order in orders:
         cmd = [
             sys.executable,

@@ -164,7 +164,7 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.SliceOp: _slice,
     A.InsertSliceOp: _insert_slice,
     A.PadOp: lambda op: (lambda w: lambda x, v: np.pad(x, w, constant_values=v))(
-        list(zip(_ints(op.low), _ints(op.high)))),
+        np.array(list(zip(_ints(op.low), _ints(op.high))), dtype=np.intp).reshape(-1, 2)),
     A.ConcatOp: lambda op: (lambda ax: lambda *xs: np.concatenate(xs, axis=ax))(op.axis.value.data),
     A.GatherOp: _gather,
     A.ScatterOp: _scatter,

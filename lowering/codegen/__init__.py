@@ -1,1 +1,1 @@
-"""Code generators: loop/kernel-level IR to LLVM IR (and later Triton)."""
+"""Code generation helpers shared by the backends (LLVM IR building blocks)."""

@@ -614,14 +614,16 @@ def combine(cg: KernelCodegen, kind: str, t, a, x):
 
 
 def np_extreme(cg, is_max: bool, t, a, x):
-    """np.maximum / np.minimum: NaN propagates; otherwise `a >= x ? a : x`."""
+    """np.maximum(a, x) / np.minimum(a, x): a NaN in `a` wins, otherwise `a` only
+    when strictly greater (smaller) — so a NaN in `x` wins too, and of two equal
+    values (0.0 and -0.0) the second is returned, as numpy's loops do."""
     b = cg.b
     if is_float(t):
-        keep = b.fcmp_ordered(">=" if is_max else "<=", a, x)
+        keep = b.fcmp_ordered(">" if is_max else "<", a, x)
         keep = b.or_(keep, b.fcmp_unordered("uno", a, a))
         return b.select(keep, a, x)
     cmp = b.icmp_unsigned if is_unsigned(t) else b.icmp_signed
-    return b.select(cmp(">=" if is_max else "<=", a, x), a, x)
+    return b.select(cmp(">" if is_max else "<", a, x), a, x)
 
 
 def horizontal(cg, kind, t, v, w):

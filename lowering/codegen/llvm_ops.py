@@ -50,7 +50,8 @@ def float_math(cg, name: str, args, ty: ir.Type, w: int):
         return b.call(cg.em.intrinsic(_VECTOR_INTRINSICS[name], ty, len(args)), args)
     el = ty.element if isinstance(ty, ir.VectorType) else ty
     dt = {"float": "f32", "double": "f64"}.get(str(el))
-    if llvm_math is not None and dt is not None and name in llvm_math.SUPPORTED:
+    if (llvm_math is not None and dt is not None and hasattr(llvm_math, "math_function")
+            and name in llvm_math.SUPPORTED):
         f = llvm_math.math_function(cg.em.module, name, dt, w)
         return b.call(f, args)
     sym = _LIBM[name]
@@ -324,7 +325,7 @@ def divmod_op(cg, fn, a, y, t0, ty, w):
             return mod
         zero = fzero(ty)
         # numpy's npy_divmod
-        mod_nz = b.fcmp_ordered("!=", mod, zero)
+        mod_nz = b.fcmp_unordered("!=", mod, zero)  # C truthiness: NaN is nonzero
         fix = b.and_(mod_nz, b.xor(b.fcmp_ordered("<", y, zero), b.fcmp_ordered("<", mod, zero)))
         if fn == "remainder":
             m = b.select(fix, b.fadd(mod, y), mod)
@@ -335,7 +336,7 @@ def divmod_op(cg, fn, a, y, t0, ty, w):
         fl = float_math(cg, "floor", [div], ty, w)
         fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), fconst(ty, 0.5)), b.fadd(fl, fconst(ty, 1.0)), fl)
         q = b.fdiv(a, y)
-        r = b.select(b.fcmp_ordered("!=", div, zero), fl, float_math(cg, "copysign", [zero, q], ty, w))
+        r = b.select(b.fcmp_unordered("!=", div, zero), fl, float_math(cg, "copysign", [zero, q], ty, w))
         return b.select(b.fcmp_ordered("==", y, zero), q, r)
     zero = iconst(ty, 0)
     ydz = b.icmp_signed("==", y, zero)

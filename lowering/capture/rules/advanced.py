@@ -451,7 +451,7 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
     if _is_basic(key):
         y = basic_view(x, key)
         bv = value_for(tr, b, loop[1])
-        s = p.ufunc("add", [p.cast(y._v(), loop[0]), fit_value(tr, bv, y.shape, _not_broadcastable)],
+        s = p.ufunc("add", [p.cast(y._v(), loop[0]), fit_value(tr, bv, y.shape, _not_broadcastable, strict=True)],
                     loop[2])
         tr.write(y, p.cast(s, x.dtype))
         return None
@@ -460,7 +460,7 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
     except TracedMask:
         raise Unsupported("add.at with a boolean mask that is a traced value") from None
     bv = value_for(tr, b, loop[1])
-    upd = fit_value(tr, bv, pl.rshape, _not_broadcastable)
+    upd = fit_value(tr, bv, pl.rshape, _not_broadcastable, strict=True)
     dt, out = x.dtype, loop[2]
     if out == dt or (dt.kind in "iu" and out.kind in "iu") or (dt.kind == "f" and out.kind == "f"):
         # one scatter-add: exact for equal and integer (modular) types; for a

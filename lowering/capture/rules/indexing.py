@@ -119,11 +119,12 @@ def _shape_str(shape) -> str:
     return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
 
 
-def fit_value(tr, val: TracedArray, shape, error):
+def fit_value(tr, val: TracedArray, shape, error, strict: bool = False):
     """val broadcast to `shape` as numpy's setitem does (leading size-1 dims of
-    the value may be dropped); `error()` is raised where numpy refuses."""
+    the value may be dropped unless `strict`); `error()` is raised where numpy
+    refuses."""
     vshape = tuple(val.shape)
-    while len(vshape) > len(shape) and vshape[0] == 1:
+    while len(vshape) > len(shape) and vshape[0] == 1 and not strict:
         vshape = vshape[1:]
     if len(vshape) > len(shape) or any(a not in (1, b) for a, b in zip(vshape[::-1], shape[::-1])):
         raise error()

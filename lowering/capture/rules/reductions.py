@@ -128,13 +128,20 @@ def _divide(p, v, divisor, target: np.dtype):
 
 
 # ---- ufunc reductions ------------------------------------------------------
-def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoValue):
-    """The reduced value of x over axes (axes removed), in numpy's dtype."""
+def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoValue,
+                 out_dt=None):
+    """The reduced value of x over axes (axes removed), in numpy's loop dtype:
+    `dtype=` if given; else, with an `out=` of dtype out_dt, the ufunc loop for
+    (out_dt, x.dtype) (numpy promotes the reduction with out's dtype); else the
+    reduction's own default (int32/bool sums widen to int64)."""
     uf = UFUNC_OF[kind]
     p = tr.prims
     if kind in ("all", "any") and dtype is None:
         dtype = np.dtype(np.bool_)
-    res_dt = uf.reduce(np.zeros((1,), x.dtype), dtype=dtype).dtype
+    if dtype is None and out_dt is not None:
+        res_dt = uf.resolve_dtypes((np.dtype(out_dt), x.dtype, None))[-1]
+    else:
+        res_dt = uf.reduce(np.zeros((1,), x.dtype), dtype=dtype).dtype
     empty = any(x.shape[a] == 0 for a in axes)
     init = None
     if _given(initial):
@@ -152,6 +159,10 @@ def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoVal
         v = p.cast(p.reduce(p.cast(x._v(), np.dtype(np.bool_)), kind, axes), res_dt)
     else:
         v = p.reduce(p.cast(x._v(), res_dt), kind, axes)
+        if kind == "sum" and not axes and res_dt.kind == "f" and init is None:
+            # numpy's add.reduce starts from the identity +0.0, even over no axes
+            # (np.sum(np.array(-0.0)) is 0.0)
+            v = p.ufunc("add", [v, p.broadcast(p.constant(0.0, res_dt), out_shape)], res_dt)
     if init is not None:
         c = p.broadcast(p.constant(init, res_dt), out_shape)
         v = p.cast(p.ufunc(uf.__name__, [v, c], res_dt), res_dt)
@@ -166,7 +177,7 @@ def reduce(tr, a, kind: str, axis=None, dtype=None, out=None, keepdims=False,
     axes = reduce_axes(axis, x.ndim, legacy_0d)
     out = check_reduce_out(out, reduced_shape(x.shape, axes, keepdims),
                            UFUNC_OF[kind].__name__, keepdims)
-    v = reduce_value(tr, x, kind, axes, dtype, initial)
+    v = reduce_value(tr, x, kind, axes, dtype, initial, None if out is None else out.dtype)
     if keepdims:
         v = tr.prims.reshape(v, kept_shape(x.shape, axes))
     return finish(tr, v, out)
@@ -232,7 +243,7 @@ def mean(tr, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
         elif x.dtype == np.float16:
             dtype, f16_result = np.dtype(np.float32), True
     # ret = umr_sum(arr, axis, dtype, out, keepdims)
-    s = reduce_value(tr, x, "sum", axes, dtype)
+    s = reduce_value(tr, x, "sum", axes, dtype, out_dt=None if out is None else out.dtype)
     s = p.reshape(s, rshape)
     ret_dt = out.dtype if out is not None else _dtype_of(s)
     s = p.cast(s, ret_dt)
@@ -274,7 +285,9 @@ def _var(tr, a, axis, dtype, out, ddof, keepdims, where, mean_arg, what):
                 sub[2])
     sq = p.ufunc("multiply", [d, d], sub[2])
     # ret = umr_sum(x, axis, dtype, out, keepdims)
-    r = p.reshape(reduce_value(tr, tr.wrap(sq), "sum", axes, dtype), rshape)
+    r = reduce_value(tr, tr.wrap(sq), "sum", axes, dtype,
+                     out_dt=None if out is None else out.dtype)
+    r = p.reshape(r, rshape)
     ret_dt = out.dtype if out is not None else _dtype_of(r)
     r = p.cast(r, ret_dt)
     # rcount = maximum(rcount - ddof, 0); ret = ret / rcount
@@ -460,7 +473,8 @@ def nanmean(tr, a, axis=None, dtype=None, out=None, keepdims=_NoValue, *, where=
     # cnt = sum(~mask, axis, dtype=intp, keepdims); tot = sum(arr, axis, dtype, out, keepdims)
     notmask = p.ufunc("logical_not", [mask], np.dtype(np.bool_))
     cnt = p.reshape(reduce_value(tr, tr.wrap(notmask), "sum", axes, _INTP), rshape)
-    tot = p.reshape(reduce_value(tr, arr, "sum", axes, dtype), rshape)
+    tot = reduce_value(tr, arr, "sum", axes, dtype, out_dt=None if outc is None else outc.dtype)
+    tot = p.reshape(tot, rshape)
     tot_dt = outc.dtype if outc is not None else _dtype_of(tot)
     tot = p.cast(tot, tot_dt)
     # np.divide(tot, cnt, out=tot or out, casting='unsafe') / tot.dtype.type(tot / cnt)

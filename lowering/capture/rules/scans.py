@@ -16,11 +16,15 @@ from .reductions import finish, strong
 _KIND = {"add": "sum", "multiply": "prod"}
 
 
+def _raw_out(out):
+    return out[0] if isinstance(out, tuple) and len(out) == 1 else out
+
+
 def _check_scan_out(out, shape):
-    out = check_out(out)
-    if out is not None and tuple(out.shape) != tuple(shape):
+    o = _raw_out(out)
+    if isinstance(o, (TracedArray, np.ndarray)) and tuple(o.shape) != tuple(shape):
         raise ValueError("provided out is the wrong size for the accumulation.")
-    return out
+    return check_out(out)
 
 
 def scan(tr, x: TracedArray, kind: str, ax: int, res_dt: np.dtype, out):
@@ -32,9 +36,20 @@ def scan(tr, x: TracedArray, kind: str, ax: int, res_dt: np.dtype, out):
     return finish(tr, v, out, scalar_ok=False)
 
 
+def _scan_dtype(uf, x, dtype, out, oracle):
+    """numpy's loop dtype: `dtype=`; else with `out=` the ufunc loop for
+    (out.dtype, x.dtype) (numpy promotes with out's dtype); else the scan's
+    default (int32/bool widen to int64, like sum)."""
+    o = _raw_out(out)
+    if dtype is None and isinstance(o, (TracedArray, np.ndarray)):
+        return uf.resolve_dtypes((o.dtype, x.dtype, None))[-1]
+    return oracle(np.zeros((1,), x.dtype), dtype=dtype).dtype
+
+
 def _cum(tr, a, kind, axis, dtype, out, oracle):
     x = strong(tr, a)
-    res_dt = oracle(np.zeros((1,), x.dtype), dtype=dtype).dtype
+    uf = np.add if kind == "sum" else np.multiply
+    res_dt = _scan_dtype(uf, x, dtype, out, oracle)
     if axis is None or x.ndim == 0:
         if axis is not None:
             normalize_axis(_axis_int(axis), 1)
@@ -63,16 +78,15 @@ def cumprod(tr, a, axis=None, dtype=None, out=None):
 
 def _cumulative(tr, x, kind, axis, dtype, out, include_initial, fn):
     x = strong(tr, x)
-    if x.ndim == 0:
-        raise ValueError("The input must be non-scalar. If you want to apply a cumulative "
-                         "function to a scalar, use np.atleast_1d first.")
+    if x.ndim == 0:  # numpy: x = np.atleast_1d(x)
+        x = tr.wrap(tr.prims.reshape(x._v(), (1,)))
     if axis is None:
         if x.ndim > 1:
             raise ValueError("For arrays which have more than one dimension ``axis`` "
                              "argument is required.")
         axis = 0
     ax = normalize_axis(_axis_int(axis), x.ndim)
-    res_dt = fn(np.zeros((1,), x.dtype), dtype=dtype).dtype
+    res_dt = _scan_dtype(np.add if kind == "sum" else np.multiply, x, dtype, out, fn)
     if not include_initial:
         return scan(tr, x, kind, ax, res_dt, out)
     p = tr.prims
@@ -114,5 +128,5 @@ def accumulate(tr, ufunc, array, axis=0, dtype=None, out=None):
             raise ValueError("accumulate does not allow multiple axes")
         axis = axis[0]
     ax = normalize_axis(_axis_int(axis), x.ndim)
-    res_dt = ufunc.accumulate(np.zeros((1,), x.dtype), dtype=dtype).dtype
+    res_dt = _scan_dtype(ufunc, x, dtype, out, ufunc.accumulate)
     return scan(tr, x, kind, ax, res_dt, out)

@@ -1,8 +1,10 @@
 """Selection and clipping: where, clip, nan_to_num, select.
 
-`clip` is numpy's ufunc `np._core.umath.clip` (its NaN and signed-zero rules are
-its own, not min(max(...))), emitted as `array.ufunc "clip"`; with one bound
-None numpy itself calls `minimum`/`maximum`, and so do we."""
+`clip` is numpy's ufunc `np._core.umath.clip`, written as compares and selects
+with its exact NaN rule (NaN in x or in a bound gives NaN) and its signed-zero
+rule on ties, which differs between numpy's two inner loops (bounds constant
+along the inner loop: a tie keeps x; general loop: a tie takes the bound). With
+one bound None numpy itself calls `minimum`/`maximum`, and so do we."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from .reductions import strong
 
 _NoValue = np._NoValue  # type: ignore[attr-defined]
 _BOOL = np.dtype(np.bool_)
-_CLIP = np._core.umath.clip
+_CLIP = np._core.umath.clip  # the ufunc behind np.clip
 
 
 def promotion_operand(t: TracedArray):
@@ -73,23 +75,64 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
             hi = None
     kw = dict(out=out, dtype=dtype, casting=casting, signature=signature)
     if lo is None and hi is None:
-        return call(tr, np.positive, a, **kw)
-    if lo is None:
-        return call(tr, np.minimum, a, hi, **kw)
-    if hi is None:
-        return call(tr, np.maximum, a, lo, **kw)
-    inputs = [a, lo, hi]
-    loop = resolve(_CLIP, inputs, dtype, casting, signature)
+        uf, inputs = np.positive, [a]
+    elif lo is None:
+        uf, inputs = np.minimum, [a, hi]
+    elif hi is None:
+        uf, inputs = np.maximum, [a, lo]
+    else:
+        uf, inputs = _CLIP, [a, lo, hi]
+    loop = resolve(uf, inputs, dtype, casting, signature)
+    o = check_out(out)
+    if o is not None and not np.can_cast(loop[-1], o.dtype, casting):
+        # numpy's own exception (a UFuncTypeError) from the same call on dummies
+        uf(*[np.zeros((1,), d) for d in loop[:-1]], out=np.zeros((1,), o.dtype),
+           casting=casting)
+    if uf is not _CLIP:
+        return call(tr, uf, *inputs, **kw)
     for d in loop:
         if d.kind not in "biuf":
             raise Unsupported(f"clip of {d}")
     shapes = [x.shape if isinstance(x, TracedArray) else np.shape(x) for x in inputs]
     shape = np.broadcast_shapes(*shapes)
     p = tr.prims
-    vals = [p.broadcast(operand_value(tr, x, d), shape) for x, d in zip(inputs, loop[:3])]
-    res = tr.wrap(p.ufunc("clip", vals, loop[3]), scalar=shape == ())
-    o = check_out(out)
+    xv, lov, hiv = [p.broadcast(operand_value(tr, v, d), shape)
+                    for v, d in zip(inputs, loop[:3])]
+    dt = np.dtype(loop[3])
+    if dt.kind == "f":
+        isnan = lambda v: p.ufunc("isnan", [v], _BOOL)  # noqa: E731
+        if _inner_constant(shapes[1], shape) and _inner_constant(shapes[2], shape):
+            # numpy's loop for bounds constant along the inner loop (the common
+            # case: scalar bounds): a tie keeps x, a NaN anywhere gives NaN
+            r = p.select(p.compare("lt", xv, lov), lov, xv)
+            r = p.select(isnan(lov), lov, r)
+            r = p.select(p.compare("gt", r, hiv), hiv, r)
+            r = p.select(isnan(hiv), hiv, r)
+        else:
+            # numpy's general loop: Min(Max(x, lo), hi) with Max(a, b) =
+            # isnan(a) || a > b ? a : b (a tie takes the bound)
+            r = p.select(_or(p, isnan(xv), p.compare("gt", xv, lov)), xv, lov)
+            r = p.select(_or(p, isnan(r), p.compare("lt", r, hiv)), r, hiv)
+    else:
+        r = p.select(p.compare("lt", xv, lov), lov, xv)
+        r = p.select(p.compare("gt", r, hiv), hiv, r)
+    res = tr.wrap(p.cast(r, dt), scalar=shape == ())
     return res if o is None else store_out(tr, o, res, casting, "clip")
+
+
+def _or(p, a, b):
+    return p.ufunc("logical_or", [a, b], _BOOL)
+
+
+def _inner_constant(bshape, shape) -> bool:
+    """Does a bound of shape bshape stay constant along numpy's inner loop over
+    `shape` (C order: the last axis longer than 1)? Then numpy runs clip's
+    fast loop, whose handling of ±0 ties differs from its general loop."""
+    inner = [d for d in range(len(shape)) if shape[d] > 1]
+    if not inner:
+        return True
+    k = inner[-1] - (len(shape) - len(bshape))
+    return k < 0 or bshape[k] == 1
 
 
 # ---- nan_to_num ------------------------------------------------------------------

@@ -548,7 +548,7 @@ def repeat(tr, a, repeats, axis=None):
     n = x.shape[ax]
     p = tr.prims
     if r.size == 1 and r.ndim <= 1:
-        k = int(np.repeat(np.arange(1), r).size)  # numpy's checks (negative, casting)
+        k = int(np.repeat(np.arange(1), repeats).size)  # numpy's checks (negative, casting)
         shape = list(x.shape)
         shape.insert(ax + 1, 1)
         big = list(shape)
@@ -556,7 +556,7 @@ def repeat(tr, a, repeats, axis=None):
         out = list(x.shape)
         out[ax] = n * k
         return tr.wrap(p.reshape(p.broadcast(p.reshape(x._v(), shape), big), out))
-    idx = np.repeat(np.arange(n), r)  # numpy decides the length (and raises its errors)
+    idx = np.repeat(np.arange(n), repeats)  # numpy decides the length (and raises its errors)
     from .advanced import dense
 
     return tr.wrap(p.gather(x._v(), dense(p, idx.astype(np.int64)), ax))
@@ -638,6 +638,8 @@ def _pad_constant(tr, x: TracedArray, widths, values):
     from .indexing import value_for
 
     p = tr.prims
+    if not any(a or b for a, b in widths):
+        return x._v()
     if isinstance(values, TracedArray):
         if values.ndim:
             raise Unsupported("np.pad with traced constant_values that are not one scalar")
