@@ -303,7 +303,7 @@ def write_png(res: dict, path: Path) -> str | None:
     axes[0].legend(fontsize=8, ncol=min(4, len(cols)))
     axes[1].set_yscale("log")
     axes[1].axhline(1.0, color="k", lw=0.8)
-    axes[1].set_ylabel("peer time / lowering time (log)")
+    axes[1].set_ylabel("peer time / lowering reference time (log)")
     axes[1].set_xticks(range(len(keys)), [f"{k}\n{suite[k]['name']}" for k in keys], fontsize=8)
     for ax in axes:
         ax.grid(axis="y", which="both", alpha=0.3)

@@ -306,7 +306,13 @@ def capture(fn: Callable, specs: list[ArgSpec], seed: int = 0, label: str | None
         raise RuntimeError(f"lowering failed to capture {title} (numpy runs it fine): "
                            f"{_one_line(e)}") from e
     ctx = context()
-    modules = [Parser(ctx, text).parse_module() for text in report.graphs]
+    modules = []
+    for i, text in enumerate(report.graphs):
+        try:
+            modules.append(Parser(ctx, text).parse_module())
+        except Exception as e:  # printing and parsing must round-trip: a dialect bug
+            raise RuntimeError(f"graph {i} of {title} does not parse back from its own "
+                               f"printed text:\n{text}") from e
     return Dump(title, report, modules)
 
 

@@ -149,22 +149,24 @@ def assert_same_value(got: Any, want: Any, rtol: float | None = None, what: str 
         g, w = np.asarray(got), np.asarray(want)
         if w.dtype.kind in "fc":
             tol = TOLERANCES.get(w.dtype, 0.0) if rtol is None else rtol
-            detail = f"\n got={_float_repr(g)}\nwant={_float_repr(w)}"
-            assert np.array_equal(np.isnan(g), np.isnan(w)), f"{what}: NaN positions differ{detail}"
+            def detail():
+                return f"\n got={_float_repr(g)}\nwant={_float_repr(w)}"
+
+            assert np.array_equal(np.isnan(g), np.isnan(w)), f"{what}: NaN positions differ{detail()}"
             fin = np.isfinite(w)
             inf = ~fin & ~np.isnan(w)
-            assert np.array_equal(g[inf], w[inf]), f"{what}: infinities differ{detail}"
+            assert np.array_equal(g[inf], w[inf]), f"{what}: infinities differ{detail()}"
             if tol == 0.0:
                 ok = g[fin] == w[fin]
             else:
                 gf, wf = g[fin].astype(np.float64), w[fin].astype(np.float64)
                 ok = np.abs(gf - wf) <= tol * np.abs(wf) + float(np.finfo(w.dtype).tiny)
-            assert np.all(ok), f"{what}: values differ beyond rtol={tol}{detail}"
+            assert np.all(ok), f"{what}: values differ beyond rtol={tol}{detail()}"
             # the sign of a zero is fixed by IEEE whatever the evaluation order
             zero = (w == 0) & (g == 0)
             if w.dtype.kind == "f":
                 assert np.array_equal(np.signbit(g[zero]), np.signbit(w[zero])), \
-                    f"{what}: signed zeros differ{detail}"
+                    f"{what}: signed zeros differ{detail()}"
         else:
             assert np.array_equal(g, w), f"{what}: values differ\n got={g}\nwant={w}"
         return

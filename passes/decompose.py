@@ -60,11 +60,12 @@ _FLOAT: dict[str, Builder] = {
     "trunc": lambda v: math.TruncOp(*v),
     "rint": lambda v: math.RoundEvenOp(*v),
     "copysign": lambda v: math.CopySignOp(*v),
-    "power": lambda v: math.PowFOp(*v),
+    "power": lambda v: math.PowFOp(*v),  # capture already took numpy's x ** 0.5 -> sqrt
+    "square": lambda v: arith.MulfOp(v[0], v[0]),
     "arctan2": lambda v: math.Atan2Op(*v),
 }
 
-# signed integers and bool (i1): two's-complement wrap-around is numpy's meaning
+# signed integers: two's-complement wrap-around is numpy's meaning
 _INT: dict[str, Builder] = {
     "add": lambda v: arith.AddiOp(*v),
     "subtract": lambda v: arith.SubiOp(*v),
@@ -75,7 +76,10 @@ _INT: dict[str, Builder] = {
     "maximum": lambda v: arith.MaxSIOp(*v),
     "minimum": lambda v: arith.MinSIOp(*v),
 }
+# bool (i1): numpy's add and multiply on bools are logical or / and
 _BOOL: dict[str, Builder] = {
+    "add": lambda v: arith.OrIOp(*v),
+    "multiply": lambda v: arith.AndIOp(*v),
     "logical_and": lambda v: arith.AndIOp(*v),
     "logical_or": lambda v: arith.OrIOp(*v),
     "logical_xor": lambda v: arith.XOrIOp(*v),
@@ -90,15 +94,18 @@ _COMPARE = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
 
 
 def builder_for(op: A.UfuncOp) -> Builder | None:
+    """The rewrite for `op`, or None where no upstream op has numpy's meaning."""
     name = op.fn.data
     in_t = op.inputs[0].type
     out_t = op.result.type
     assert isinstance(in_t, TensorType) and isinstance(out_t, TensorType)
     el = in_t.element_type
-    if name in _COMPARE and len(op.inputs) == 2 and op.inputs[0].type == op.inputs[1].type:
-        if isinstance(el, IntegerType) and el.signedness.data != Signedness.SIGNLESS:
+    if name in _COMPARE:
+        # numpy's comparison loops: both operands of one type, a bool result
+        if (len(op.inputs) == 2 and op.inputs[1].type == in_t
+                and out_t.element_type == IntegerType(1)):
             return lambda v: A.CompareOp(_COMPARE[name], *v)
-        return lambda v: A.CompareOp(_COMPARE[name], *v)
+        return None
     if any(v.type != out_t for v in op.inputs):
         return None  # mixed-type loops (e.g. isnan: f -> i1) stay numpy ufuncs
     if isinstance(el, AnyFloat):
@@ -107,7 +114,7 @@ def builder_for(op: A.UfuncOp) -> Builder | None:
         if el.width.data == 1:
             return _BOOL.get(name)
         return _INT.get(name)
-    return None
+    return None  # unsigned integers: arith is signless
 
 
 class DecomposeUfunc(RewritePattern):
@@ -118,7 +125,7 @@ class DecomposeUfunc(RewritePattern):
             return
         new = build(list(op.inputs))
         new.location = op.location
-        rewriter.replace_op(op, new)
+        rewriter.replace(op, new)
 
 
 @dataclass(frozen=True)

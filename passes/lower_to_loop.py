@@ -140,6 +140,8 @@ def reshape_index(src: tuple[int, ...], dst: tuple[int, ...], idx: Index) -> Ind
     """Row-major reshape as index maps, group by group (dims whose products
     agree), so that unit dims and untouched dims map directly."""
     out: list[AffineExpr] = [const(0)] * len(src)
+    if 0 in src or 0 in dst:  # no element is ever read
+        return tuple(out)
     si = [i for i, n in enumerate(src) if n != 1]
     di = [i for i, n in enumerate(dst) if n != 1]
     a = b = 0

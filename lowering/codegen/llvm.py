@@ -158,6 +158,7 @@ class KernelCodegen:
         self.fn = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, I8.as_pointer().as_pointer(),
                                                               I64.as_pointer()]), k.sym_name.data)
         self.fn.attributes.add("nounwind")
+        self.lane_arg: SSAValue | None = None  # the index the current vector step runs over
 
     # ---- entry: buffer pointers and strides ----------------------------------
     def emit(self) -> None:
@@ -242,6 +243,7 @@ class KernelCodegen:
             if w > 1:
                 def vbody(i):
                     self.vals[block_args[d]] = i
+                    self.lane_arg = block_args[d]
                     width_body(w)
                 self.loop(start, stop, w, vbody)
                 tail_start = self._last_iv
@@ -279,6 +281,28 @@ class KernelCodegen:
         undef = ir.Constant(ir.VectorType(x.type, w), ir.Undefined)
         v = b.insert_element(undef, x, const(I32, 0))
         return b.shuffle_vector(v, undef, ir.Constant(ir.VectorType(I32, w), [0] * w))
+
+    def index_as_data(self, v: SSAValue, w: int) -> ir.Value:
+        """An index used as a value (iota): in a vector step, lane l holds the
+        index of element l — not the step's first index."""
+        op = v.owner
+        if isinstance(op, affine.ApplyOp):
+            self.scope = list(op.operands)
+            e = op.map.data.results[0]
+            if w == 1:
+                return self.affine(e)
+            lane_dim = self.scope.index(self.lane_arg) if self.lane_arg in self.scope else None
+            out = ir.Constant(ir.VectorType(I64, w), ir.Undefined)
+            for lane in range(w):
+                out = self.b.insert_element(out, self.affine(e, lane_dim, lane), const(I32, lane))
+            return out
+        x = self.vals[v]
+        if w == 1:
+            return x
+        x = self.splat(x, w)
+        if v is self.lane_arg:
+            x = self.b.add(x, ir.Constant(ir.VectorType(I64, w), list(range(w))))
+        return x
 
     def emit_op(self, op: Operation, w: int) -> None:
         if isinstance(op, L.ReduceOp):
@@ -473,6 +497,7 @@ class KernelCodegen:
             d = len(ranges) - 1
 
             def ubody(i):
+                self.lane_arg = args[d]
                 for k in range(u):
                     self.vals[args[d]] = b.add(i, const(I64, k * w)) if k else i
                     self.emit_ops(body, w)
@@ -483,6 +508,7 @@ class KernelCodegen:
 
             def vbody(i):
                 self.vals[args[d]] = i
+                self.lane_arg = args[d]
                 self.emit_ops(body, w)
                 x = self.value(yielded, w)
                 b.store(combine(self, kind, t, b.load(vslots[0]), x), vslots[0])

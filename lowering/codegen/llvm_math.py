@@ -53,12 +53,13 @@ import from exact integer series (`_atanh_inv`, `_atan_inv`), not pasted.
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 
-import llvmlite.ir as ir
+from llvmlite import ir
 
 __all__ = ["SUPPORTED", "ULP_BOUND", "math_function"]
 
@@ -69,11 +70,22 @@ SUPPORTED: dict[str, int] = {
     "arctan": 1, "arcsin": 1, "arccos": 1, "arctan2": 2, "power": 2, "cbrt": 1,
 }  # fmt: skip
 
-# max ULP distance from numpy's result, asserted by the tests (see module doc)
+# Max ULP distance from numpy's result, asserted by the tests. Measured over
+# 8M-sample sweeps on AVX2 (numpy's own SIMD loops + glibc) and AVX-512 (numpy
+# with SVML): our float32 functions are within 1 ULP of the correctly rounded
+# result (the tests check that too) and float64 within 1 of numpy; what exceeds
+# that here is numpy's own error (float32 exp 2 ULP, log 3, log10/sinh/cosh 2;
+# glibc's float64 cbrt 3).
 ULP_BOUND: dict[tuple[str, str], int] = {
     **{(n, "f32"): 2 for n in SUPPORTED},
+    ("exp", "f32"): 3, ("log", "f32"): 4, ("log10", "f32"): 3, ("sinh", "f32"): 3,
+    ("cosh", "f32"): 3,
+    # numpy on AVX-512 (SVML) float32: up to 3 ULP from our correctly rounded results
+    ("tan", "f32"): 3, ("arctan", "f32"): 3, ("arcsin", "f32"): 3, ("arccos", "f32"): 3,
+    ("arctan2", "f32"): 3,
     **{(n, "f64"): 2 for n in SUPPORTED},
-}
+    ("cbrt", "f64"): 4,
+}  # fmt: skip
 
 
 # ---------------------------------------------------------------- constants
@@ -150,8 +162,9 @@ F64 = _Format("f64", 64, 52, 1023)
 _FORMATS = {"f32": F32, "f64": F64}
 
 
-def _h(s: str) -> float:
-    return float.fromhex(s)
+def _hexes(text: str) -> tuple[float, ...]:
+    """Whitespace-separated C99 hex floats (exact, unlike decimal)."""
+    return tuple(float.fromhex(h) for h in text.split())
 
 
 # Polynomial coefficients, lowest degree first. Each entry: (function fitted,
@@ -160,65 +173,101 @@ def _h(s: str) -> float:
 _COEFFS: dict[tuple[str, str], tuple[float, ...]] = {
     # e^r = 1 + r + r^2 Q(r); r in [-0.3467, 0.3467]; weight r^2 e^-r.
     # f32: 2^-28.2; f64: Q(0) = 1/2 fixed, 2^-61.7.
-    ("exp_q", "f32"): tuple(map(_h, (
-        "0x1.fffffcp-2", "0x1.555494p-3", "0x1.555886p-5", "0x1.12384p-7", "0x1.6a791ep-10"))),
-    ("exp_q", "f64"): tuple(map(_h, (
-        "0x1p-1", "0x1.5555555555558p-3", "0x1.55555555554f1p-5", "0x1.111111110fd17p-7",
-        "0x1.6c16c16c4ef35p-10", "0x1.a01a01ad4491fp-13", "0x1.a01a005be42c8p-16",
-        "0x1.71ddfea6f74f3p-19", "0x1.27e7e538b35e6p-22", "0x1.af5489b6698c8p-26",
-        "0x1.1a75ae90021b8p-29"))),
+    ("exp_q", "f32"): _hexes(
+        """
+        0x1.fffffcp-2 0x1.555494p-3 0x1.555886p-5 0x1.12384p-7
+        0x1.6a791ep-10
+        """
+    ),
+    ("exp_q", "f64"): _hexes(
+        """
+        0x1p-1 0x1.5555555555558p-3 0x1.55555555554f1p-5 0x1.111111110fd17p-7
+        0x1.6c16c16c4ef35p-10 0x1.a01a01ad4491fp-13 0x1.a01a005be42c8p-16 0x1.71ddfea6f74f3p-19
+        0x1.27e7e538b35e6p-22 0x1.af5489b6698c8p-26 0x1.1a75ae90021b8p-29
+        """
+    ),
     # log(1+f) = 2s + s z G(z), s = f/(2+f), z = s^2 in [0, 0.02944]; weight z
     # (absolute error of z G). f32: 2^-29.2.
-    ("log_g", "f32"): tuple(map(_h, ("0x1.55557ap-1", "0x1.995ed4p-2", "0x1.31e0d8p-2"))),
+    ("log_g", "f32"): _hexes(
+        """
+        0x1.55557ap-1 0x1.995ed4p-2 0x1.31e0d8p-2
+        """
+    ),
     # log(1+f) = 2s + 2/3 s^3 + s^5 Q(z), same s and z; weight z^2. f64: 2^-65.5.
-    ("log_q", "f64"): tuple(map(_h, (
-        "0x1.999999999999ap-2", "0x1.249249249248bp-2", "0x1.c71c71c71e75ap-3",
-        "0x1.745d1743d95f8p-3", "0x1.3b13b24771b3dp-3", "0x1.1110bcc80dd86p-3",
-        "0x1.e201f4d6b4533p-4", "0x1.ab88c4fe34c33p-4", "0x1.bee1858bdc3fcp-4"))),
+    ("log_q", "f64"): _hexes(
+        """
+        0x1.999999999999ap-2 0x1.249249249248bp-2 0x1.c71c71c71e75ap-3 0x1.745d1743d95f8p-3
+        0x1.3b13b24771b3dp-3 0x1.1110bcc80dd86p-3 0x1.e201f4d6b4533p-4 0x1.ab88c4fe34c33p-4
+        0x1.bee1858bdc3fcp-4
+        """
+    ),
     # tanh(x) = x + x^3 T(x^2); weight x^2 x/tanh(x). f32: x in [0, 0.55], 2^-29.7;
     # f64: x in [0, 0.4], 2^-58.3.
-    ("tanh_t", "f32"): tuple(map(_h, (
-        "-0x1.55554ap-2", "0x1.110ceep-3", "-0x1.b91e7ep-5", "0x1.58e518p-6", "-0x1.9921a2p-8"))),
-    ("tanh_t", "f64"): tuple(map(_h, (
-        "-0x1.5555555555555p-2", "0x1.111111111110bp-3", "-0x1.ba1ba1ba1aecbp-5",
-        "0x1.664f488267ed4p-6", "-0x1.226e3544e360cp-7", "0x1.d6d3c7aa02161p-9",
-        "-0x1.7da24ca0c21adp-10", "0x1.3541ff2b4edb8p-11", "-0x1.f32944fd3a0d1p-13",
-        "0x1.8257fb1264a6cp-14", "-0x1.c3760c13b6e4dp-16"))),
+    ("tanh_t", "f32"): _hexes(
+        """
+        -0x1.55554ap-2 0x1.110ceep-3 -0x1.b91e7ep-5 0x1.58e518p-6
+        -0x1.9921a2p-8
+        """
+    ),
+    ("tanh_t", "f64"): _hexes(
+        """
+        -0x1.5555555555555p-2 0x1.111111111110bp-3 -0x1.ba1ba1ba1aecbp-5 0x1.664f488267ed4p-6
+        -0x1.226e3544e360cp-7 0x1.d6d3c7aa02161p-9 -0x1.7da24ca0c21adp-10 0x1.3541ff2b4edb8p-11
+        -0x1.f32944fd3a0d1p-13 0x1.8257fb1264a6cp-14 -0x1.c3760c13b6e4dp-16
+        """
+    ),
     # sinh(x) = x + x^3 S(x^2), x in [0, 1]; weight x^2 x/sinh(x). f32: 2^-31.6.
-    ("sinh_s", "f32"): tuple(map(_h, (
-        "0x1.555556p-3", "0x1.1110ep-7", "0x1.a022bcp-13", "0x1.756c1ep-19"))),
+    ("sinh_s", "f32"): _hexes(
+        """
+        0x1.555556p-3 0x1.1110ep-7 0x1.a022bcp-13 0x1.756c1ep-19
+        """
+    ),
     # f64: 2^-56.8.
-    ("sinh_s", "f64"): tuple(map(_h, (
-        "0x1.5555555555555p-3", "0x1.1111111111111p-7", "0x1.a01a01a01a01ap-13",
-        "0x1.71de3a556c708p-19", "0x1.ae64567f5991ap-26", "0x1.6124613466dd1p-33",
-        "0x1.ae7f4738ad72ep-41", "0x1.9524e7c0e6c88p-49", "0x1.32e1d1bbb566ep-57"))),
+    ("sinh_s", "f64"): _hexes(
+        """
+        0x1.5555555555555p-3 0x1.1111111111111p-7 0x1.a01a01a01a01ap-13 0x1.71de3a556c708p-19
+        0x1.ae64567f5991ap-26 0x1.6124613466dd1p-33 0x1.ae7f4738ad72ep-41 0x1.9524e7c0e6c88p-49
+        0x1.32e1d1bbb566ep-57
+        """
+    ),
     # sin(r) = r + r^3 S(r^2), r^2 in [0, 0.6169] (|r| <= pi/4); weight r^2 r/sin(r). 2^-57.1.
-    ("sin_s", "f64"): tuple(map(_h, (
-        "-0x1.5555555555555p-3", "0x1.111111111110bp-7", "-0x1.a01a01a018a6cp-13",
-        "0x1.71de3a5330884p-19", "-0x1.ae64528d7a470p-26", "0x1.61208c453d77ap-33",
-        "-0x1.aaa245d370f74p-41"))),
+    ("sin_s", "f64"): _hexes(
+        """
+        -0x1.5555555555555p-3 0x1.111111111110bp-7 -0x1.a01a01a018a6cp-13 0x1.71de3a5330884p-19
+        -0x1.ae64528d7a470p-26 0x1.61208c453d77ap-33 -0x1.aaa245d370f74p-41
+        """
+    ),
     # cos(r) = 1 - r^2/2 + r^4 C(r^2), same interval; weight r^4/cos(r). 2^-59.5.
-    ("cos_c", "f64"): tuple(map(_h, (
-        "0x1.5555555555555p-5", "-0x1.6c16c16c16c15p-10", "0x1.a01a01a01975dp-16",
-        "-0x1.27e4fb76949e1p-22", "0x1.1eed8d41135a6p-29", "-0x1.9393dce812065p-37",
-        "0x1.ab0a0c291864ap-45"))),
+    ("cos_c", "f64"): _hexes(
+        """
+        0x1.5555555555555p-5 -0x1.6c16c16c16c15p-10 0x1.a01a01a01975dp-16 -0x1.27e4fb76949e1p-22
+        0x1.1eed8d41135a6p-29 -0x1.9393dce812065p-37 0x1.ab0a0c291864ap-45
+        """
+    ),
     # atan(t) = t + t^3 A(t^2), t^2 in [0, 0.17158] (|t| <= tan(pi/8)); weight
     # t^2 t/atan(t). 2^-58.2.
-    ("atan_a", "f64"): tuple(map(_h, (
-        "-0x1.5555555555554p-2", "0x1.999999999964bp-3", "-0x1.2492492475663p-3",
-        "0x1.c71c71b7461e1p-4", "-0x1.745d14b91a0fep-4", "0x1.3b136e1fe8732p-4",
-        "-0x1.110c720d3edf9p-4", "0x1.e171f2748e9fep-5", "-0x1.ab7d31d6f1252p-5",
-        "0x1.70ec2f7ab3f0fp-5", "-0x1.12359039fedabp-5", "0x1.f1e15e299696ap-7"))),
+    ("atan_a", "f64"): _hexes(
+        """
+        -0x1.5555555555554p-2 0x1.999999999964bp-3 -0x1.2492492475663p-3 0x1.c71c71b7461e1p-4
+        -0x1.745d14b91a0fep-4 0x1.3b136e1fe8732p-4 -0x1.110c720d3edf9p-4 0x1.e171f2748e9fep-5
+        -0x1.ab7d31d6f1252p-5 0x1.70ec2f7ab3f0fp-5 -0x1.12359039fedabp-5 0x1.f1e15e299696ap-7
+        """
+    ),
     # asin(a) = a + a^3 B(a^2), a^2 in [0, 0.25]; weight a^2 a/asin(a). 2^-55.8.
-    ("asin_b", "f64"): tuple(map(_h, (
-        "0x1.5555555555390p-3", "0x1.333333336e7c9p-4", "0x1.6db6db427c954p-5",
-        "0x1.f1c72c385cf3cp-6", "0x1.6e89f44cfadf3p-6", "0x1.1c6be0fa44cd5p-6",
-        "0x1.c6fdcda33327bp-7", "0x1.8ec2b50217004p-7", "0x1.abd1972e9d516p-8",
-        "0x1.3ff33f8aea7d6p-6", "-0x1.09d1159d9251cp-6", "0x1.056cc1b443ba0p-5"))),
+    ("asin_b", "f64"): _hexes(
+        """
+        0x1.5555555555390p-3 0x1.333333336e7c9p-4 0x1.6db6db427c954p-5 0x1.f1c72c385cf3cp-6
+        0x1.6e89f44cfadf3p-6 0x1.1c6be0fa44cd5p-6 0x1.c6fdcda33327bp-7 0x1.8ec2b50217004p-7
+        0x1.abd1972e9d516p-8 0x1.3ff33f8aea7d6p-6 -0x1.09d1159d9251cp-6 0x1.056cc1b443ba0p-5
+        """
+    ),
     # cube root seed: cbrt(m), m in [1, 2]; relative error 2^-16.7 (Newton refines).
-    ("cbrt0", "f64"): tuple(map(_h, (
-        "0x1.0392ce6939b3ep-1", "0x1.6fb1db7413d0dp-1", "-0x1.33d37b7296686p-2",
-        "0x1.60a1417d16cb3p-4", "-0x1.5b77d7e575261p-7"))),
+    ("cbrt0", "f64"): _hexes(
+        """
+        0x1.0392ce6939b3ep-1 0x1.6fb1db7413d0dp-1 -0x1.33d37b7296686p-2 0x1.60a1417d16cb3p-4
+        -0x1.5b77d7e575261p-7
+        """
+    ),
 }
 
 # LLVM intrinsic names for the type suffix
@@ -229,8 +278,14 @@ _TYPE_SUFFIX = {"float": "f32", "double": "f64", "i1": "i1", "i32": "i32", "i64"
 class _E:
     """Arithmetic on splat-or-scalar values of one float format and width."""
 
-    def __init__(self, module: ir.Module, b: ir.IRBuilder, fmt: _Format, width: int,
-                 result_prec: int | None = None) -> None:
+    def __init__(
+        self,
+        module: ir.Module,
+        b: ir.IRBuilder,
+        fmt: _Format,
+        width: int,
+        result_prec: int | None = None,
+    ) -> None:
         self.m, self.b, self.f, self.w = module, b, fmt, width
         self.ty = self._vt(fmt.float)
         self.ity = self._vt(fmt.int)
@@ -244,7 +299,7 @@ class _E:
     # constants
     def c(self, v: float) -> ir.Value:
         v = float(v)
-        if self.f.bits == 32 and v == v and abs(v) != float("inf"):
+        if self.f.bits == 32 and math.isfinite(v):
             v = struct.unpack("<f", struct.pack("<f", v))[0]
         k = ir.Constant(self.f.float, v)
         return k if self.w == 1 else ir.Constant(self.ty, [k] * self.w)
@@ -258,14 +313,24 @@ class _E:
         return k if self.w == 1 else ir.Constant(self.bty, [k] * self.w)
 
     # float arithmetic (no fast-math flags: every op rounds as written)
-    def add(self, x, y): return self.b.fadd(x, y)
-    def sub(self, x, y): return self.b.fsub(x, y)
-    def mul(self, x, y): return self.b.fmul(x, y)
-    def div(self, x, y): return self.b.fdiv(x, y)
-    def neg(self, x): return self.b.fneg(x)
+    def add(self, x, y):
+        return self.b.fadd(x, y)
 
-    def intrinsic(self, name: str, nargs: int, ty: ir.Type | None = None,
-                  ret: ir.Type | None = None) -> ir.Function:
+    def sub(self, x, y):
+        return self.b.fsub(x, y)
+
+    def mul(self, x, y):
+        return self.b.fmul(x, y)
+
+    def div(self, x, y):
+        return self.b.fdiv(x, y)
+
+    def neg(self, x):
+        return self.b.fneg(x)
+
+    def intrinsic(
+        self, name: str, nargs: int, ty: ir.Type | None = None, ret: ir.Type | None = None
+    ) -> ir.Function:
         ty = ty or self.ty
         el = ty.element if isinstance(ty, ir.VectorType) else ty
         suffix = _TYPE_SUFFIX[str(el)]
@@ -280,12 +345,23 @@ class _E:
     def call(self, name: str, *args):
         return self.b.call(self.intrinsic(name, len(args)), list(args))
 
-    def fma(self, x, y, z): return self.call("fma", x, y, z)
-    def rint(self, x): return self.call("roundeven", x)
-    def floor(self, x): return self.call("floor", x)
-    def fabs(self, x): return self.call("fabs", x)
-    def sqrt(self, x): return self.call("sqrt", x)
-    def copysign(self, mag, sign): return self.call("copysign", mag, sign)
+    def fma(self, x, y, z):
+        return self.call("fma", x, y, z)
+
+    def rint(self, x):
+        return self.call("roundeven", x)
+
+    def floor(self, x):
+        return self.call("floor", x)
+
+    def fabs(self, x):
+        return self.call("fabs", x)
+
+    def sqrt(self, x):
+        return self.call("sqrt", x)
+
+    def copysign(self, mag, sign):
+        return self.call("copysign", mag, sign)
 
     def poly(self, x, coeffs) -> ir.Value:
         """Horner: coeffs[0] + x coeffs[1] + ..., with one fma per step."""
@@ -295,16 +371,35 @@ class _E:
         return acc
 
     # comparisons (ordered: false when either side is NaN) and selects
-    def lt(self, x, y): return self.b.fcmp_ordered("<", x, y)
-    def le(self, x, y): return self.b.fcmp_ordered("<=", x, y)
-    def gt(self, x, y): return self.b.fcmp_ordered(">", x, y)
-    def ge(self, x, y): return self.b.fcmp_ordered(">=", x, y)
-    def eq(self, x, y): return self.b.fcmp_ordered("==", x, y)
-    def isnan(self, x): return self.b.fcmp_unordered("uno", x, x)
-    def sel(self, cond, x, y): return self.b.select(cond, x, y)
-    def and_(self, x, y): return self.b.and_(x, y)
-    def or_(self, x, y): return self.b.or_(x, y)
-    def not_(self, x): return self.b.not_(x)
+    def lt(self, x, y):
+        return self.b.fcmp_ordered("<", x, y)
+
+    def le(self, x, y):
+        return self.b.fcmp_ordered("<=", x, y)
+
+    def gt(self, x, y):
+        return self.b.fcmp_ordered(">", x, y)
+
+    def ge(self, x, y):
+        return self.b.fcmp_ordered(">=", x, y)
+
+    def eq(self, x, y):
+        return self.b.fcmp_ordered("==", x, y)
+
+    def isnan(self, x):
+        return self.b.fcmp_unordered("uno", x, x)
+
+    def sel(self, cond, x, y):
+        return self.b.select(cond, x, y)
+
+    def and_(self, x, y):
+        return self.b.and_(x, y)
+
+    def or_(self, x, y):
+        return self.b.or_(x, y)
+
+    def not_(self, x):
+        return self.b.not_(x)
 
     def min_(self, x, c):
         """x if x < c else c; NaN x gives c (callers restore NaN at the end)."""
@@ -320,13 +415,26 @@ class _E:
         return self.b.call(fn, [mask])
 
     # integer views
-    def bits(self, x): return self.b.bitcast(x, self.ity)
-    def from_bits(self, i): return self.b.bitcast(i, self.ty)
-    def iadd(self, x, y): return self.b.add(x, y)
-    def isub(self, x, y): return self.b.sub(x, y)
-    def iand(self, x, y): return self.b.and_(x, y)
-    def ishl(self, x, k): return self.b.shl(x, self.ci(k))
-    def iashr(self, x, k): return self.b.ashr(x, self.ci(k))
+    def bits(self, x):
+        return self.b.bitcast(x, self.ity)
+
+    def from_bits(self, i):
+        return self.b.bitcast(i, self.ty)
+
+    def iadd(self, x, y):
+        return self.b.add(x, y)
+
+    def isub(self, x, y):
+        return self.b.sub(x, y)
+
+    def iand(self, x, y):
+        return self.b.and_(x, y)
+
+    def ishl(self, x, k):
+        return self.b.shl(x, self.ci(k))
+
+    def iashr(self, x, k):
+        return self.b.ashr(x, self.ci(k))
 
     _MAGIC = 1.5 * 2.0**52  # adding it puts a small double integer in the low bits
 
@@ -335,7 +443,9 @@ class _E:
         f64 uses the 1.5*2^52 trick: AVX2 has no vector double->i64 convert."""
         if self.f.bits == 32:
             return self.b.fptosi(n, self.ity)
-        return self.isub(self.bits(self.add(n, self.c(self._MAGIC))), self.bits(self.c(self._MAGIC)))
+        return self.isub(
+            self.bits(self.add(n, self.c(self._MAGIC))), self.bits(self.c(self._MAGIC))
+        )
 
     def to_float(self, i):
         """Small int (|i| < 2^31 / 2^51) -> float, the inverse of `to_int`."""
@@ -382,7 +492,7 @@ class _Consts:
     exp_max: float  # exp(x) = inf above (clamp point, a little past overflow)
     exp_min: float  # exp(x) = 0 below
     expm1_min: float  # expm1(x) = -1 below
-    tanh_max: float  # tanh(x) = 1 above
+    tanh_max: float  # tanh(x) rounds to 1 above
     tanh_poly: float  # tanh uses its polynomial below
     min_normal: float
     sub_shift: int  # subnormals are scaled by 2^sub_shift first
@@ -402,7 +512,7 @@ def _make_consts(f: _Format) -> _Consts:
         log10_2=f.split(_LN2 / _LN10),
         exp_max=89.0 if f32 else 710.0, exp_min=-104.0 if f32 else -746.0,
         expm1_min=-20.0 if f32 else -40.0,
-        tanh_max=10.0 if f32 else 20.0, tanh_poly=0.55 if f32 else 0.4,
+        tanh_max=9.1 if f32 else 19.1, tanh_poly=0.55 if f32 else 0.4,
         min_normal=2.0 ** (1 - f.bias), sub_shift=25 if f32 else 54,
         sqrt_half_bits=bits_of(f.round(Fraction(0.7071067811865476))),
     )  # fmt: skip
@@ -484,38 +594,48 @@ def _expm1(e: _E, x):
 
 
 def _half_exp(e: _E, ax):
-    """e^ax / 2 for ax >= 0, overflowing only where e^ax / 2 does."""
+    """e^ax / 2 as hi + lo for ax >= 0 (overflowing only where e^ax / 2 does)."""
     k = _CONSTS[e.f.name]
     n, r = _exp_reduce(e, ax, k.exp_max + 1.0, k.exp_min)
-    p = e.add(e.c(1.0), e.add(r, _exp_tail(e, r)))
-    return e.scale(p, e.isub(e.to_int(n), e.ci(1)))
+    s = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), r)
+    one = e.c(1.0)
+    p = e.add(one, s)
+    p_lo = e.add(e.sub(one, p), s)
+    n = e.isub(e.to_int(n), e.ci(1))
+    return e.scale(p, n), e.scale(p_lo, n)
 
 
 def _sinh(e: _E, x):
     ax = e.fabs(x)
     z = e.mul(ax, ax)
     small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("sinh_s")), ax)
-    h = _half_exp(e, ax)
-    large = e.sub(h, e.div(e.c(0.25), h))
+    h, h_lo = _half_exp(e, ax)
+    large = e.add(e.sub(h, e.div(e.c(0.25), h)), h_lo)
     res = e.copysign(e.sel(e.lt(ax, e.c(1.0)), small, large), x)
     return e.sel(e.isnan(x), x, res)
 
 
 def _cosh(e: _E, x):
-    h = _half_exp(e, e.fabs(x))
-    return e.sel(e.isnan(x), x, e.add(h, e.div(e.c(0.25), h)))
+    h, h_lo = _half_exp(e, e.fabs(x))
+    return e.sel(e.isnan(x), x, e.add(e.add(h, e.div(e.c(0.25), h)), h_lo))
 
 
 def _tanh(e: _E, x):
-    """Polynomial near 0; else em/(em + 2) with em = expm1(2|x|): the quotient
-    t = em * (1/den) refined with its exact residual (den = em + 2 kept as hi + lo)."""
+    """Polynomial below tanh_poly; above, em/(em + 2) with em = expm1(2|x|) >= 2
+    (here 2^n - 1 needs no overflow care: |x| is clamped where tanh rounds to 1),
+    the quotient t = em * (1/den) refined by its exact residual (den = em + 2
+    kept as hi + lo)."""
     k = _CONSTS[e.f.name]
     ax = e.fabs(x)
     z = e.mul(ax, ax)
     small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("tanh_t")), ax)
-    axc = e.min_(ax, e.c(k.tanh_max))
-    em = _expm1_core(e, e.add(axc, axc))
-    den, den_lo = e.two_sum(em, e.c(2.0))
+    x2 = e.mul(e.c(2.0), e.min_(ax, e.c(k.tanh_max)))
+    n = e.rint(e.mul(x2, e.c(k.log2e)))
+    nn = e.neg(n)
+    r = e.fma(nn, e.c(k.ln2_lo), e.fma(nn, e.c(k.ln2_hi), x2))
+    s = e.pow2i(e.to_int(n))
+    em = e.fma(s, _exp_tail(e, r), e.fma(s, r, e.sub(s, e.c(1.0))))
+    den, den_lo = e.fast_two_sum(em, e.c(2.0))
     u = e.div(e.c(1.0), den)
     t = e.mul(em, u)
     rho = e.sub(e.fma(e.neg(t), den, em), e.mul(t, den_lo))
@@ -556,8 +676,7 @@ def _log_parts(e: _E, a):
     return kf, hi, lo
 
 
-def _log_combine(e: _E, kf, hi, lo, base: tuple[float, float],
-                 scale: tuple[float, float] | None):
+def _log_combine(e: _E, kf, hi, lo, base: tuple[float, float], scale: tuple[float, float] | None):
     """k base + (hi + lo) scale, with base = log_b(2) and scale = log_b(e)."""
     small = e.fma(kf, e.c(base[1]), lo if scale is None else e.mul(lo, e.c(scale[0])))
     if scale is None:
@@ -580,7 +699,9 @@ def _log_n(base: str | None, scale: str | None):
         k = _CONSTS[e.f.name]
         kf, hi, lo = _log_parts(e, x)
         b = getattr(k, base) if base else (1.0, 0.0)
-        return _log_special(e, x, _log_combine(e, kf, hi, lo, b, getattr(k, scale) if scale else None))
+        return _log_special(
+            e, x, _log_combine(e, kf, hi, lo, b, getattr(k, scale) if scale else None)
+        )
 
     return impl
 
@@ -641,10 +762,16 @@ def _power(e: _E, x, y):
     p = e.mul(y, lg)
     p_lo = e.fma(y, lg_lo, e.fma(y, lg, e.neg(p)))
     p_lo = e.sel(e.lt(e.fabs(p), e.c(4096.0)), p_lo, e.c(0.0))  # inf / NaN products
-    n, r = _exp_reduce(e, p, k.exp_max, k.exp_min)
-    r, r_lo = e.fast_two_sum(r, p_lo)  # |p_lo| is tiny
-    q = e.add(e.c(1.0), e.add(r, e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), r_lo)))
-    res = e.scale(q, e.to_int(n))
+    # e^(p + p_lo) = 2^n e^(r + r_lo): here r is kept exactly (the Cody-Waite
+    # step with the short ln2_hi is exact) and 1 + r as hi + lo, so the only
+    # sizeable rounding is the last one
+    pc = e.max_(e.min_(p, e.c(k.exp_max)), e.c(k.exp_min))
+    n = e.rint(e.mul(pc, e.c(k.log2e)))
+    nn = e.neg(n)
+    r, r_lo = e.two_sum(e.fma(nn, e.c(k.ln2_hi), pc), e.fma(nn, e.c(k.ln2_lo), p_lo))
+    one_r, one_r_lo = e.fast_two_sum(e.c(1.0), r)
+    tail = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), e.add(r_lo, one_r_lo))
+    res = e.scale(e.add(one_r, tail), e.to_int(n))
     # signs and special cases
     y_int = e.eq(e.rint(y), y)  # true for +-inf, false for NaN
     half = e.mul(y, e.c(0.5))
@@ -718,8 +845,11 @@ def _payne_hanek(e: _E, x):
     r_lo = e.fma(fr_lo, e.c(_PIO2[0]), e.fma(fr, e.c(_PIO2[1]), e.fma(fr, e.c(_PIO2[0]), e.neg(r))))
     neg = e.lt(x, e.c(0.0))
     qi = e.to_int(q)
-    return (e.sel(neg, e.isub(e.ci(0), qi), qi), e.sel(neg, e.neg(r), r),
-            e.sel(neg, e.neg(r_lo), r_lo))
+    return (
+        e.sel(neg, e.isub(e.ci(0), qi), qi),
+        e.sel(neg, e.neg(r), r),
+        e.sel(neg, e.neg(r_lo), r_lo),
+    )
 
 
 def _trig_reduce(e: _E, x):
@@ -891,7 +1021,9 @@ def _arctan2(e: _E, y, x):
     mx, mn = e.sel(both_inf, one, mx), e.sel(both_inf, one, mn)
     mx = e.sel(e.eq(mx, zero), one, mx)  # both zero: angle 0 before the quadrant fix
     # keep mn + mx finite and the residual of mn / mx out of the subnormals
-    sc = e.sel(e.gt(mx, e.c(2.0**1000)), e.c(0.25), e.sel(e.lt(mx, e.c(2.0**-900)), e.c(2.0**200), one))
+    sc = e.sel(
+        e.gt(mx, e.c(2.0**1000)), e.c(0.25), e.sel(e.lt(mx, e.c(2.0**-900)), e.c(2.0**200), one)
+    )
     mx, mn = e.mul(mx, sc), e.mul(mn, sc)
     r1 = e.le(mn, e.mul(mx, e.c(_TAN_PI8)))
     n2, n2_lo = e.two_sum(mn, e.neg(mx))
@@ -935,7 +1067,9 @@ def _arccos(e: _E, x):
     a = e.fabs(x)
     z = e.mul(x, x)
     hi, err = e.fast_two_sum(e.c(_PIO2[0]), e.neg(x))
-    mid = e.add(hi, e.sub(e.add(err, e.c(_PIO2[1])), e.mul(e.mul(x, z), e.poly(z, e.coeffs("asin_b")))))
+    mid = e.add(
+        hi, e.sub(e.add(err, e.c(_PIO2[1])), e.mul(e.mul(x, z), e.poly(z, e.coeffs("asin_b"))))
+    )
     s, u = _asin_parts(e, a)
     pos = e.mul(e.c(2.0), e.add(s, u))
     hi2, err2 = e.fast_two_sum(e.c(_PI_HL[0]), e.neg(e.add(s, s)))

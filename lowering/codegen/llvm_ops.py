@@ -103,10 +103,9 @@ def scalar_op(cg, op, args, w: int):
     if name == "arith.select":
         return b.select(args[0], args[1], args[2])
     if name == "arith.index_cast":
-        return args[0]
+        return cg.index_as_data(op.input, w)
     if name == "affine.apply":
-        cg.scope = list(op.operands)
-        return cg.affine(op.map.data.results[0])
+        return cg.index_as_data(op.result, w)
     if name == "arith.cmpf":
         pred = op.predicate.value.data
         names = ["false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge",

@@ -105,9 +105,9 @@ def check(fn, *args, fullgraph=True, **kw):
 def test_basic_reductions(x, data, kind, keepdims, method, layout):
     ax = data.draw(axes(x.ndim), "axis")
     if method and kind not in ("amax", "amin"):
-        fn = lambda a: getattr(lay(a, layout), kind)(axis=ax, keepdims=keepdims)  # noqa: E731
+        fn = lambda a: getattr(lay(a, layout), kind)(axis=ax, keepdims=keepdims)
     else:
-        fn = lambda a: getattr(np, kind)(lay(a, layout), axis=ax, keepdims=keepdims)  # noqa: E731
+        fn = lambda a: getattr(np, kind)(lay(a, layout), axis=ax, keepdims=keepdims)
     check(fn, x)
 
 
@@ -177,13 +177,13 @@ def test_out_is_returned_and_written():
        st.booleans(), st.sampled_from([None, F32, F64]), LAYOUTS, st.booleans())
 def test_mean_var_std(x, data, kind, keepdims, dtype, layout, method):
     ax = data.draw(axes(x.ndim), "axis")
-    kw = dict(axis=ax, keepdims=keepdims, dtype=dtype)
+    kw = {"axis": ax, "keepdims": keepdims, "dtype": dtype}
     if kind != "mean":
         kw["ddof"] = data.draw(st.sampled_from([0, 1, 2, 0.5]), "ddof")
     if method:
-        fn = lambda a: getattr(lay(a, layout), kind)(**kw)  # noqa: E731
+        fn = lambda a: getattr(lay(a, layout), kind)(**kw)
     else:
-        fn = lambda a: getattr(np, kind)(lay(a, layout), **kw)  # noqa: E731
+        fn = lambda a: getattr(np, kind)(lay(a, layout), **kw)
     check(fn, x)
 
 
@@ -224,9 +224,9 @@ def test_argreductions(x, data, kind, keepdims, layout, method):
     ax = data.draw(st.one_of(st.none(), st.integers(-max(x.ndim, 1), max(x.ndim, 1) - 1)),
                    "axis")
     if method:
-        fn = lambda a: getattr(lay(a, layout), kind)(axis=ax, keepdims=keepdims)  # noqa: E731
+        fn = lambda a: getattr(lay(a, layout), kind)(axis=ax, keepdims=keepdims)
     else:
-        fn = lambda a: getattr(np, kind)(lay(a, layout), axis=ax, keepdims=keepdims)  # noqa: E731
+        fn = lambda a: getattr(np, kind)(lay(a, layout), axis=ax, keepdims=keepdims)
     check(fn, x)
 
 
@@ -298,7 +298,7 @@ def test_average_weighted(x, full_weights, wdtype):
         w, ax = rng.integers(0, 3, x.shape[1]).astype(wdtype), 1
     # weights are an input: numpy's zero-sum check is a data-dependent branch,
     # one graph break (ZeroDivisionError when a weight sum is 0, as in numpy)
-    fn = lambda a, w: np.average(a, axis=ax, weights=w, returned=True)  # noqa: E731
+    fn = lambda a, w: np.average(a, axis=ax, weights=w, returned=True)
     cf = lowering.compile(fn)
     assert_matches_numpy(fn, x, w, compiled=cf)
     assert cf.last_trace is None or len(cf.last_trace.breaks) <= 1

@@ -77,9 +77,9 @@ def test_cumsum_cumprod(x, data, kind, dtype, layout, method):
     nd = max(x.ndim, 1)
     ax = data.draw(st.one_of(st.none(), st.integers(-nd, nd - 1)), "axis")
     if method:
-        fn = lambda a: getattr(lay(a, layout), kind)(axis=ax, dtype=dtype)  # noqa: E731
+        fn = lambda a: getattr(lay(a, layout), kind)(axis=ax, dtype=dtype)
     else:
-        fn = lambda a: getattr(np, kind)(lay(a, layout), axis=ax, dtype=dtype)  # noqa: E731
+        fn = lambda a: getattr(np, kind)(lay(a, layout), axis=ax, dtype=dtype)
     check(fn, x)
 
 
@@ -130,7 +130,7 @@ def test_scan_errors_and_edges_match_numpy(fn):
 
 def test_max_accumulate_graph_breaks_but_matches():
     x = np.array([3.0, 1.0, np.nan, 5.0])
-    fn = lambda a: np.maximum.accumulate(a)  # noqa: E731
+    fn = lambda a: np.maximum.accumulate(a)
     cf = lowering.compile(fn)
     assert_matches_numpy(fn, x, compiled=cf)
     assert any("maximum.accumulate" in b.reason for b in cf.last_trace.breaks)
@@ -195,8 +195,8 @@ def test_clip_out(x, out_dtype):
 def test_clip_signed_zeros_and_nan():
     x = np.array([-0.0, 0.0, np.nan, -1.0, 5.0] * 5)
     for lo, hi in [(0.0, 1.0), (-0.0, 1.0), (np.nan, 1.0), (0.0, np.nan), (2.0, 1.0)]:
-        check(lambda a: np.clip(a, lo, hi), x)
-        check(lambda a, lo: np.clip(a, lo, hi), x, np.full(x.shape, lo))
+        check(lambda a, lo=lo, hi=hi: np.clip(a, lo, hi), x)
+        check(lambda a, lo_arr, hi=hi: np.clip(a, lo_arr, hi), x, np.full(x.shape, lo))
     check(lambda a: np.clip(a, min=0.0), x)
     check(lambda a: np.clip(a, max=0.0), x)
     check(lambda a: np.clip(a), x)

@@ -24,7 +24,7 @@ from ..registry import rule, ufunc_method
 from ..traced import TracedArray
 from ..tracer import Unsupported
 from .common import check_out, normalize_axis, store_out
-from .indexing import _is_int, _shape_str, basic_view, fit_value, value_for
+from .indexing import _is_basic, _is_int, _shape_str, basic_view, fit_value, value_for
 
 _BAD_INDEX = ("only integers, slices (`:`), ellipsis (`...`), numpy.newaxis (`None`) and "
               "integer or boolean arrays are valid indices")
@@ -98,8 +98,10 @@ def parse(x: TracedArray, key):
                     comps.append(("mask", a, a.ndim))
             elif a.dtype.kind in "iu":
                 comps.append(("arr", a, 1))
-            else:
+            elif isinstance(k, (list, tuple)):
                 raise IndexError(_BAD_INDEX)
+            else:
+                raise IndexError("arrays used as indices must be of integer (or boolean) type")
     if sum(1 for c in comps if c[1] is Ellipsis) > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
     used = sum(c[2] for c in comps)
@@ -189,11 +191,6 @@ def plan(x: TracedArray, key) -> Plan:
     return Plan(y, pos, used, bshape, adjacent, tuple(rshape))
 
 
-def dense(p, arr: np.ndarray):
-    """A constant array (0-d ones too: `prims.dense` turns 0-d into shape (1,))."""
-    return p.constant(arr[()], arr.dtype) if arr.ndim == 0 else p.dense(arr)
-
-
 def _traced_index(p, a: TracedArray):
     return p.cast(a._v(), _I64)
 
@@ -204,7 +201,7 @@ def flat_index(tr, pl: Plan):
     p = tr.prims
     if len(pl.advs) == 1:
         a = pl.advs[0].index
-        return dense(p, a.astype(_I64)) if isinstance(a, np.ndarray) else _traced_index(p, a)
+        return p.dense(a.astype(_I64)) if isinstance(a, np.ndarray) else _traced_index(p, a)
     sizes = [pl.y.shape[d] for d in pl.pos]
     strides = [int(np.prod(sizes[j + 1:], dtype=np.int64)) for j in range(len(sizes))]
     const = None
@@ -219,7 +216,7 @@ def flat_index(tr, pl: Plan):
             if s != 1:
                 norm = p.ufunc("multiply", [norm, p.broadcast(p.constant(s, _I64), a.index.shape)], _I64)
             traced.append(p.broadcast(norm, pl.bshape))
-    vals = traced + ([p.broadcast(dense(p, const), pl.bshape)] if const is not None else [])
+    vals = traced + ([p.broadcast(p.dense(const), pl.bshape)] if const is not None else [])
     out = vals[0]
     for v in vals[1:]:
         out = p.ufunc("add", [out, v], _I64)
@@ -368,7 +365,7 @@ def take(tr, a, indices, axis=None, out=None, mode="raise"):
         elif c.size and ((c >= n) | (c < -n)).any():
             raise IndexError(f"index {c[(c >= n) | (c < -n)].flat[0]} is out of bounds for axis "
                              f"{ax} with size {n}")
-        iv = dense(p, c.astype(_I64))
+        iv = p.dense(c.astype(_I64))
     r = p.gather(x._v(), iv, ax)
     res = tr.wrap(r, scalar=r.type.get_shape() == ())
     out = check_out(out)
@@ -436,8 +433,8 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
     if b is None:
         raise ValueError("second operand needed for ufunc")
     x = _target(tr, a)
-    if x._readonly:
-        raise ValueError("assignment destination is read-only")
+    if x._readonly:  # numpy's ufunc.at writes into read-only (even broadcast) arrays
+        raise Unsupported("add.at into a read-only array")
     try:
         loop = np.add.resolve_dtypes((x.dtype, _kind(b), None), casting="unsafe")
     except TypeError as e:
@@ -445,18 +442,14 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
     if any(d.kind not in "biuf" for d in loop):
         raise Unsupported(f"add.at with {loop[-1]}")
     p = tr.prims
-    key = indices
-    from .indexing import _is_basic
-
-    if _is_basic(key):
-        y = basic_view(x, key)
-        bv = value_for(tr, b, loop[1])
-        s = p.ufunc("add", [p.cast(y._v(), loop[0]), fit_value(tr, bv, y.shape, _not_broadcastable, strict=True)],
-                    loop[2])
+    if _is_basic(indices):  # no element twice: one read-add-write
+        y = basic_view(x, indices)
+        bv = fit_value(tr, value_for(tr, b, loop[1]), y.shape, _not_broadcastable, strict=True)
+        s = p.ufunc("add", [p.cast(y._v(), loop[0]), bv], loop[2])
         tr.write(y, p.cast(s, x.dtype))
-        return None
+        return
     try:
-        pl = plan(x, key)
+        pl = plan(x, indices)
     except TracedMask:
         raise Unsupported("add.at with a boolean mask that is a traced value") from None
     bv = value_for(tr, b, loop[1])
@@ -468,7 +461,7 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
         acc = dt if dt.kind in "iub" else out
         new = scatter(pl, p.cast(upd, acc), "add", base=p.cast(pl.y._v(), acc))
         tr.write(pl.y, p.cast(new, dt))
-        return None
+        return
     # numpy rounds into the destination's type after every add: equal only
     # when no element is hit twice, which constant indices can show
     if not all(isinstance(ad.index, np.ndarray) for ad in pl.advs) or not _unique(pl):
@@ -476,7 +469,6 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
     cur = gather(pl)
     s = p.ufunc("add", [p.cast(cur, out), p.cast(upd, out)], out)
     tr.write(pl.y, scatter(pl, p.cast(s, dt), "set"))
-    return None
 
 
 def _not_broadcastable():

@@ -63,9 +63,9 @@ def full_like(tr, a, fill_value, dtype=None, order="K", subok=True, shape=None, 
     if not isinstance(fill_value, TracedArray):
         # numpy's conversion of the fill value (overflow and NaN-to-int errors)
         dt = np.dtype(dtype) if dtype is not None else tr.lift(a).dtype
-        tmp = np.empty((), dtype=dt)
         if np.ndim(fill_value) == 0:
-            tmp[()] = fill_value
+            tmp = np.empty((), dtype=dt)
+            np.copyto(tmp, fill_value, casting="unsafe")  # what numpy's full_like does
             fill_value = tmp[()]
     return _like(tr, a, fill_value, dtype, shape)
 
@@ -127,11 +127,13 @@ def identity(tr, n, dtype=None):
 
 # ---- linspace ----------------------------------------------------------------------------
 
-def _kind(v):
+def _operand(v):
+    """What np.result_type should see: Python scalars as values (NEP 50 weak),
+    traced Python-float inputs as a weak value of their type too."""
     if isinstance(v, TracedArray):
-        return v._dtype_operand()
+        return v._weak(0) if v._weak is not None else v.dtype
     if isinstance(v, (bool, int, float)):
-        return type(v)
+        return v
     return np.asarray(v).dtype
 
 
@@ -144,7 +146,7 @@ def linspace(tr, start, stop, num=50, endpoint=True, retstep=False, dtype=None, 
     if num < 0:
         raise ValueError(f"Number of samples, {num}, must be non-negative.")
     div = (num - 1) if endpoint else num
-    dt = np.result_type(_kind(start), _kind(stop))
+    dt = np.result_type(_operand(start), _operand(stop))
     if dt.kind not in "fc":
         dt = np.result_type(dt, 0.0)  # ensure_inexact
     if dtype is None:

@@ -97,8 +97,6 @@ def getitem(x: TracedArray, key):
         if _is_element(key, x.ndim):
             return x._t.wrap(out._v(), scalar=True)
         return out
-    from . import advanced
-
     return advanced.getitem(x, key)
 
 
@@ -146,9 +144,8 @@ def setitem(x: TracedArray, key, value) -> None:
             f"{_shape_str(target.shape)}"))
         tr.write(target, v)
         return
-    from . import advanced
-
     advanced.setitem(x, key, value)
 
 
-from . import advanced  # noqa: E402,F401  (registers take, take_along_axis, add.at, ...)
+# integer-array indexing; importing it also registers take, take_along_axis, add.at, ...
+from . import advanced

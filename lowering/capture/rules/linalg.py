@@ -185,9 +185,9 @@ def tensordot(tr, a, b, axes=2):
         raise Unsupported("traced axes")
     try:
         iter(axes)
-    except Exception:
+    except TypeError:
         n = static_int(axes, "axes")
-        axes_a, axes_b = list(range(-n, 0)), list(range(0, n))
+        axes_a, axes_b = list(range(-n, 0)), list(range(n))
     else:
         axes_a, axes_b = axes
     try:
@@ -243,7 +243,7 @@ def _parse_einsum(subscripts: str, ndims: list[int]):
                          "in the subscripts string" if len(ndims) > len(terms) else
                          "fewer operands provided to einstein sum function than specified "
                          "in the subscripts string")
-    used = set(c for c in s if c.isalpha())
+    used = {c for c in s if c.isalpha()}
     pool = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in used]
     ell_n = 0
     per = []

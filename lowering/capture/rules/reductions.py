@@ -148,7 +148,7 @@ def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoVal
         if isinstance(initial, TracedArray):
             raise Unsupported("a traced initial=")
         # numpy's own conversion of `initial` (and its errors)
-        init = uf.reduce(np.zeros((0,), x.dtype), dtype=dtype, initial=initial)
+        init = uf.reduce(np.zeros((0,), x.dtype), dtype=res_dt, initial=initial)
     if empty and axes and kind in ("max", "min") and init is None:
         raise ValueError(f"zero-size array to reduction operation {uf.__name__} which has no "
                          "identity")
@@ -544,8 +544,7 @@ def _constant_of(tr, w):
     if isinstance(w, np.ndarray):
         i = tr.source_ids.get(id(w))
         return None if i is not None and tr.sources[i] is w else w
-    try:
-        arr = np.asarray(w)
-    except Exception:
+    if any(isinstance(e, TracedArray) for e in np.ravel(np.asarray(w, dtype=object))):
         return None
+    arr = np.asarray(w)
     return None if arr.dtype == object else arr

@@ -73,7 +73,7 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
             lo = None
         if type(hi) is int and hi >= np.iinfo(a.dtype).max:
             hi = None
-    kw = dict(out=out, dtype=dtype, casting=casting, signature=signature)
+    kw = {"out": out, "dtype": dtype, "casting": casting, "signature": signature}
     if lo is None and hi is None:
         uf, inputs = np.positive, [a]
     elif lo is None:
@@ -100,7 +100,7 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
                     for v, d in zip(inputs, loop[:3])]
     dt = np.dtype(loop[3])
     if dt.kind == "f":
-        isnan = lambda v: p.ufunc("isnan", [v], _BOOL)  # noqa: E731
+        isnan = lambda v: p.ufunc("isnan", [v], _BOOL)
         if _inner_constant(shapes[1], shape) and _inner_constant(shapes[2], shape):
             # numpy's loop for bounds constant along the inner loop (the common
             # case: scalar bounds): a tie keeps x, a NaN anywhere gives NaN
@@ -197,37 +197,35 @@ def select(tr, condlist, choicelist, default=0):
         raise ValueError("list of cases must be same length as list of conditions")
     if len(condlist) == 0:
         raise ValueError("select with an empty condition list is not possible")
-    choices = [c if type(c) in (int, float, complex) else strong(tr, c) for c in choicelist]
-    deflt = default if type(default) in (int, float, complex) else strong(tr, default)
-    kinds = [promotion_operand(c) if isinstance(c, TracedArray) else c for c in choices + [deflt]]
+    # numpy keeps Python scalars (weak, NEP 50) for the result dtype only
+    def pyscalar(c):
+        return type(c) in (int, float, complex) or (isinstance(c, TracedArray)
+                                                   and c._weak is not None)
+
+    items = list(choicelist) + [default]
+    kinds = [(c if not isinstance(c, TracedArray) else c._weak(0)) if pyscalar(c)
+             else strong(tr, c).dtype for c in items]
     try:
         dtype = np.result_type(*kinds)
     except TypeError as e:
         raise TypeError(f"Choicelist and default value do not have a common dtype: {e}") from None
+    # ... then np.broadcast_arrays makes every choice an array (strong)
+    vals = [strong(tr, c) for c in items]
     conds = [tr.lift(c) for c in condlist]
     for i, c in enumerate(conds):
         if c.dtype != _BOOL:
             raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
     cshape = np.broadcast_shapes(*[c.shape for c in conds])
-    chshape = np.broadcast_shapes(*[np.shape(c) if not isinstance(c, TracedArray) else c.shape
-                                    for c in choices + [deflt]])
+    chshape = np.broadcast_shapes(*[v.shape for v in vals])
     shape = np.broadcast_shapes(cshape, chshape)
     p = tr.prims
-
-    def value(c):
-        if isinstance(c, TracedArray):
-            # np.copyto(result, choice, casting='same_kind'): numpy's check
-            if not np.can_cast(c.dtype, dtype, "same_kind"):
-                raise TypeError(f"Cannot cast array data from {c.dtype!r} to {dtype!r} "
-                                "according to the rule 'same_kind'")
-            return p.broadcast(p.cast(c._v(), dtype), shape)
-        return p.broadcast(p.constant(_fill_value(c, dtype), dtype), shape)
-
-    if isinstance(deflt, TracedArray):
-        r = p.broadcast(p.cast(deflt._v(), dtype), shape)  # np.full: unsafe cast
-    else:
-        full = np.full((), deflt, dtype)
-        r = p.broadcast(p.constant(full[()], dtype), shape)
-    for c, ch in zip(reversed(conds), reversed(choices)):
-        r = p.select(p.broadcast(c._v(), shape), value(ch), r)
+    for v in vals[:-1]:
+        # np.copyto(result, choice, where=cond): casting='same_kind'
+        if not np.can_cast(v.dtype, dtype, "same_kind"):
+            raise TypeError(f"Cannot cast array data from {v.dtype!r} to {dtype!r} according "
+                            "to the rule 'same_kind'")
+    # np.full(shape, default, dtype): an unsafe cast
+    r = p.broadcast(p.cast(vals[-1]._v(), dtype), shape)
+    for c, v in zip(reversed(conds), reversed(vals[:-1])):
+        r = p.select(p.broadcast(c._v(), shape), p.broadcast(p.cast(v._v(), dtype), shape), r)
     return tr.wrap(r)

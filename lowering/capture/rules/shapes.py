@@ -184,7 +184,7 @@ def copy(tr, a, order="K", subok=False):
 
 @rule(np.asarray, np.asanyarray)
 def asarray(tr, a, dtype=None, order=None, *, like=None, device=None, copy=None):
-    if isinstance(a, TracedArray) or isinstance(a, np.ndarray):
+    if isinstance(a, (TracedArray, np.ndarray)):
         x = tr.lift(a)
     else:
         x = tr.lift_nested(a) if isinstance(a, (list, tuple)) else tr.lift(a)
@@ -557,9 +557,7 @@ def repeat(tr, a, repeats, axis=None):
         out[ax] = n * k
         return tr.wrap(p.reshape(p.broadcast(p.reshape(x._v(), shape), big), out))
     idx = np.repeat(np.arange(n), repeats)  # numpy decides the length (and raises its errors)
-    from .advanced import dense
-
-    return tr.wrap(p.gather(x._v(), dense(p, idx.astype(np.int64)), ax))
+    return tr.wrap(p.gather(x._v(), p.dense(idx.astype(np.int64)), ax))
 
 
 # ---- padding ------------------------------------------------------------------------------
@@ -623,14 +621,12 @@ def pad(tr, array, pad_width, mode="constant", **kwargs):
             if x.shape[ax] == 0 and any(w):
                 raise ValueError(f"can't extend empty axis {ax} using modes other than "
                                  "'constant' or 'empty'")
-    from .advanced import dense
-
     v = x._v()
     for ax, (lo, hi) in enumerate(widths):
         if lo or hi:
             # these modes are index maps along each axis: ask numpy for the map
             idx = np.pad(np.arange(x.shape[ax]), (lo, hi), mode=mode, **kwargs)
-            v = p.gather(v, dense(p, idx.astype(np.int64)), ax)
+            v = p.gather(v, p.dense(idx.astype(np.int64)), ax)
     return tr.wrap(v)
 
 

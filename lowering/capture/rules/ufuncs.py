@@ -184,7 +184,9 @@ def call(tr, ufunc, *inputs, out=None, dtype=None, casting="same_kind", where=Tr
             raise TypeError("cannot specify 'out' as both a positional and keyword argument")
         inputs, out = inputs[: ufunc.nin], inputs[ufunc.nin:]
     out = check_out(out)
-    if out is not None:  # numpy's own casting error for the output, before any op
+    if out is not None:  # numpy's own errors for the output, in numpy's order
+        if out._readonly:
+            raise ValueError("output array is read-only")
         numpy_check(ufunc, inputs, out, dtype=dtype, casting=casting, signature=signature)
     res = apply(tr, ufunc, inputs, dtype, casting, signature)
     if out is None:
