@@ -38,12 +38,17 @@ _INTERNAL = tuple(
 ) + (os.path.dirname(np.__file__) + os.sep,)
 
 
+# user code that ships inside the package (the built-in examples)
+_USER_FILES = (os.path.join(_PKG_ROOT, "lowering", "examples.py"),)
+
+
 def user_location() -> tuple[str, int] | None:
     """The innermost frame outside this project and numpy: the user's line."""
     f = sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
-        if not fn.startswith(_INTERNAL) and not fn.startswith("<__array_function__"):
+        if fn in _USER_FILES or (not fn.startswith(_INTERNAL)
+                                 and not fn.startswith("<__array_function__")):
             return fn, f.f_lineno
         f = f.f_back
     return None
