@@ -47,7 +47,16 @@ any axis of length >= 10), bools are fair coin flips; all from --seed (default
 STAGES = {
     "tensor": "the tensor level: each captured graph is a func.func of value-semantics "
               "`array` ops (after `decompose`, also upstream arith/math on tensors)",
+    "loop": "the loop level (after the tensor passes and lower-to-loop): fused "
+            "`loop.kernel`s over memref buffers, loads/stores through affine index maps, "
+            "`loop.extern` calls (BLAS matmul, numpy)",
+    "kernel": "the kernel level (after `schedule`): `kernel.kernel`s with vector width, "
+              "unroll, thread split and reduction strategy decided for this CPU",
+    "llvm": "the LLVM IR the CPU backend emits (before LLVM's -O3)",
+    "asm": "the machine code for this CPU (after LLVM -O3)",
+    "all": "every stage above, in order",
 }
+LOWER_STAGES = ("loop", "kernel", "llvm", "asm")
 
 DTYPE_CODES: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
@@ -355,6 +364,20 @@ def print_graphs(d: Dump, out: TextIO, between: Callable[[int, Any], None] | Non
             between(i, module)
 
 
+def print_lower_stages(d: Dump, out: TextIO, which: Sequence[str]) -> None:
+    """The levels below the tensor level for each graph (inputs C-contiguous,
+    as the dump builds them)."""
+    from .backends.cpu_backend import stages
+
+    for i, module in enumerate(d.modules):
+        n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
+        texts = stages(module, ["C"] * n)
+        for st in which:
+            graph = f" graph {i}" if len(d.modules) > 1 else ""
+            out.write(f"// -----// {st} level{graph} //----- //\n")
+            out.write(texts[st].rstrip("\n") + "\n")
+
+
 def pipeline_listing() -> list[tuple[str, str]]:
     from .pipeline import tensor_passes
 
@@ -367,6 +390,13 @@ def print_pipeline(out: TextIO, prefix: str = "") -> None:
     out.write(f"{prefix}tensor-level pipeline (lowering.pipeline.tensor_passes), in order:\n")
     for i, (name, where) in enumerate(rows, 1):
         out.write(f"{prefix}  {i}. {name.ljust(w)}  {where}\n")
+    out.write(f"{prefix}then the CPU backend (lowering.backends.cpu_backend):\n")
+    for i, (name, what) in enumerate([
+            ("lower-to-loop", "passes.lower_to_loop: fusion, tensor -> loop level"),
+            ("schedule", "passes.schedule: loop -> kernel level (cost model)"),
+            ("llvm-emit", "lowering.codegen.llvm: kernel level -> LLVM IR"),
+            ("llvm-O3", "runtime.cpu: LLVM's -O3 pipeline and MCJIT")], len(rows) + 1):
+        out.write(f"{prefix}  {i}. {name.ljust(w)}  {what}\n")
 
 
 def run_pipeline_printing(module, out: TextIO, timings: dict[str, float]) -> None:
@@ -466,7 +496,10 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
     if ns.passes or ns.print_between_passes:
         def between(i: int, module) -> None:
             run_pipeline_printing(module, out, timings)
-    print_graphs(d, out, between)
+    if ns.stage in ("tensor", "all"):
+        print_graphs(d, out, between)
+    if ns.stage != "tensor":
+        print_lower_stages(d, out, LOWER_STAGES if ns.stage == "all" else (ns.stage,))
     if ns.passes and timings:
         out.write("// pass times (all graphs): " +
                   ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in timings.items()) + "\n")

@@ -193,7 +193,8 @@ def test_passes_lists_the_pipeline_in_order():
     code, out = run_main("--passes")
     assert code == 0
     names = re.findall(r"^\s+\d+\. (\S+)", out, re.M)
-    assert names == [p.name for p in tensor_passes()]
+    tensor = [p.name for p in tensor_passes()]
+    assert names == tensor + ["lower-to-loop", "schedule", "llvm-emit", "llvm-O3"]
     assert names[:2] == ["array-canonicalize", "decompose"]
 
 
@@ -227,8 +228,8 @@ def test_print_between_passes_for_each_graph(user_file):
     (["{file}::shapes_mismatch", "--args", "f32[3] f32[4]"],
      "fails on these arguments in numpy itself: ValueError: operands could not be broadcast"),
     (["--example", "nope"], "unknown example 'nope' (built-in: layernorm"),
-    (["--example", "softmax", "--stage", "loop"],
-     "unknown stage 'loop'; the stages that exist so far: tensor"),
+    (["--example", "softmax", "--stage", "gpu"],
+     "unknown stage 'gpu'; the stages that exist so far: tensor, loop, kernel, llvm, asm, all"),
     ([], "nothing to dump"),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])
@@ -281,3 +282,25 @@ def test_cli_output_is_what_xdsl_opt_reads(tmp_path):
                        env=dict(os.environ, PYTHONWARNINGS="ignore"), timeout=120)
     assert q.returncode == 0, q.stderr
     assert "math.sqrt" in q.stdout and 'array.ufunc "sqrt"' not in q.stdout
+
+
+@pytest.mark.parametrize("stage, needle", [
+    ("loop", "loop.kernel"), ("kernel", "kernel.kernel"), ("llvm", "define void"),
+    ("asm", "ret"),
+])
+def test_lower_stages_print(stage, needle):
+    code, out = run_main("--example", "softmax", "--args", "f32[8,40]", "--stage", stage)
+    assert code == 0, out
+    assert needle in out
+    if stage in ("loop", "kernel"):  # one fused kernel: max, exp-sum and the division
+        assert out.count(f"{stage}.kernel \"") == 1
+        modules_of(out)  # parses back
+
+
+def test_stage_all_prints_every_level_in_order():
+    code, out = run_main("--example", "layernorm", "--args", "f32[4,33] f32[33] f32[33]",
+                         "--stage", "all")
+    assert code == 0, out
+    marks = [out.index(m) for m in ("array.reduce", "// -----// loop level", "// -----// kernel level",
+                                    "// -----// llvm level", "// -----// asm level")]
+    assert marks == sorted(marks)

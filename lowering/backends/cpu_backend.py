@@ -150,6 +150,24 @@ class CpuProgram:
         return [vals[i] for i in self.outputs]
 
 
+def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
+    """Text of every level below the tensor level, for `lowering.dump`:
+    loop, kernel, llvm (as emitted) and asm (after LLVM -O3, for this CPU)."""
+    from ..pipeline import run_passes
+
+    module = module.clone()
+    run_passes(module)
+    add_layouts(module, layouts)
+    loop_module, _ = lower(module)
+    out = {"loop": str(loop_module)}
+    kernel_module = schedule(loop_module)
+    out["kernel"] = str(kernel_module)
+    text, kernels = emit_llvm(kernel_module)
+    out["llvm"] = text
+    out["asm"] = cpu.assembly(text) if kernels else "; no kernels: externs only\n"
+    return out
+
+
 def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
     f = next(op for op in module.ops if isinstance(op, func.FuncOp))
     add_layouts(module, layouts)
