@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.guards import Check, GuardSet, layout_of
+from runtime.guards import Check, GuardSet, layout_class, layout_of
 
 from . import pytree
 from .capture.sources import GlobalSource, discover
@@ -152,11 +152,11 @@ class CompiledFunction:
         return results, trace
 
     def _run_segment(self, module, inputs):
-        layouts = [layout_of(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
+        layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
         key = (str(module), tuple(layouts))
         prog = self._segment_cache.get(key)
         if prog is None:
-            prog = compile_segment(module, self.backend, layouts)
+            prog = compile_segment(module, self.backend, layouts, key[0])
             self._segment_cache[key] = prog
         self._last_key = key
         self.programs_run.append(prog)

@@ -56,10 +56,26 @@ def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
     return module
 
 
+_PROGRAMS: dict[tuple, Callable] = {}
+PROGRAM_CACHE_SIZE = 1024
+
+
 def compile_segment(module: ModuleOp, backend: str = "numpy",
-                    layouts: list[str] | None = None) -> Callable:
-    """Tensor passes, then the backend. `layouts` gives each input's memory
+                    layouts: list[str] | None = None, key: str | None = None) -> Callable:
+    """Tensor passes, then the backend; programs are shared process-wide by
+    (IR text, backend, input layouts). `layouts` gives each input's memory
     layout class ("C", "F", "strided"), which the CPU backend compiles for."""
+    cache_key = (key if key is not None else str(module), backend, tuple(layouts or ()))
+    prog = _PROGRAMS.get(cache_key)
+    if prog is None:
+        prog = _compile_segment(module, backend, layouts)
+        if len(_PROGRAMS) >= PROGRAM_CACHE_SIZE:
+            _PROGRAMS.pop(next(iter(_PROGRAMS)))
+        _PROGRAMS[cache_key] = prog
+    return prog
+
+
+def _compile_segment(module: ModuleOp, backend: str, layouts: list[str] | None) -> Callable:
     module = module.clone()
     run_passes(module)
     if backend == "numpy":

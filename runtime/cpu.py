@@ -22,6 +22,35 @@ THREADS = int(os.environ.get("LOWERING_THREADS", os.cpu_count() or 1))
 PARALLEL_THRESHOLD = 1 << 15
 
 
+def _array_offsets() -> tuple[int, int]:
+    """Byte offsets of `data` and `strides` inside numpy's PyArrayObject
+    (after the object header: data, nd, dimensions, strides — numpy's stable
+    ABI), checked on a live array so that a mismatch fails here, loudly,
+    instead of as a wrong read in a kernel."""
+    import numpy as np
+
+    a = np.empty((3, 5), np.int32)[:, ::2]
+    head = ctypes.sizeof(ctypes.c_ssize_t) + ctypes.sizeof(ctypes.c_void_p)  # refcount, type
+    data, nd, dims, strides = head, head + 8, head + 16, head + 24
+
+    def ptr(o: int) -> int:
+        return ctypes.c_void_p.from_address(id(a) + o).value or 0
+
+    ok = (ptr(data) == a.ctypes.data and ctypes.c_int.from_address(id(a) + nd).value == a.ndim
+          and ptr(strides) == ptr(dims) + 8 * a.ndim)
+    if ok:
+        ok = (tuple(ctypes.c_int64.from_address(ptr(dims) + 8 * d).value for d in range(2)) == a.shape
+              and tuple(ctypes.c_int64.from_address(ptr(strides) + 8 * d).value
+                        for d in range(2)) == a.strides)
+    if not ok:
+        raise ImportError("lowering: numpy's array object layout is not the one this "
+                          "runtime reads (data, nd, dimensions, strides after the header)")
+    return data, strides
+
+
+ARRAY_OFFSETS = _array_offsets()
+
+
 def target_machine():
     global _tm
     if _tm is None:

@@ -13,12 +13,19 @@ from typing import Any
 import numpy as np
 
 
-def layout_of(a: np.ndarray) -> str:
+def layout_of(a: np.ndarray):
+    """"C", "F", or ("strided", strides) — the layout a guard pins."""
     if a.flags.c_contiguous:
         return "C"
     if a.flags.f_contiguous:
         return "F"
-    return "strided"
+    return ("strided", a.strides)
+
+
+def layout_class(a: np.ndarray) -> str:
+    """"C", "F" or "strided": what a compiled kernel is specialized for."""
+    lay = layout_of(a)
+    return lay if isinstance(lay, str) else "strided"
 
 
 @dataclass
@@ -34,8 +41,14 @@ class Check:
         k = self.kind
         if k == "array":
             dt, shape, layout, writeable = self.expected
-            lay = {"C": f"{x}.flags.c_contiguous", "F": f"({x}.flags.f_contiguous and not {x}.flags.c_contiguous)",
-                   "strided": f"not ({x}.flags.c_contiguous or {x}.flags.f_contiguous)"}[layout]
+            # a strided input is guarded by its exact strides: capture decided
+            # views and copies (reshape) from them
+            if layout == "C":
+                lay = f"{x}.flags.c_contiguous"
+            elif layout == "F":
+                lay = f"({x}.flags.f_contiguous and not {x}.flags.c_contiguous)"
+            else:
+                lay = f"{x}.strides == {layout[1]!r}"
             w = f" and {x}.flags.writeable" if writeable else ""
             return (f"(type({x}) is ndarray and {x}.dtype == {self.index_name('dt')} and "
                     f"{x}.shape == {shape!r} and {lay}{w})")
@@ -81,7 +94,10 @@ class Check:
                 if a != b:
                     return f"{n} size mismatch at index {i}: expected {a}, got {b}"
             if layout_of(x) != layout:
-                return f"{n} layout mismatch: expected {layout}-contiguous, got {layout_of(x)}"
+                want = f"{layout}-contiguous" if isinstance(layout, str) else f"strides {layout[1]}"
+                got = layout_of(x)
+                got = f"{got}-contiguous" if isinstance(got, str) else f"strides {got[1]}"
+                return f"{n} layout mismatch: expected {want}, got {got}"
             if writeable and not x.flags.writeable:
                 return f"{n} is read-only now"
             return None
@@ -104,7 +120,8 @@ class Check:
         k = self.kind
         if k == "array":
             dt, shape, layout, w = self.expected
-            return f"{self.name}: ndarray {dt}{list(shape)} {layout}-contiguous" + (" writeable" if w else "")
+            lay = f"{layout}-contiguous" if isinstance(layout, str) else f"strides {layout[1]}"
+            return f"{self.name}: ndarray {dt}{list(shape)} {lay}" + (" writeable" if w else "")
         if k == "generic":
             return f"{self.name}: {self.expected.__name__} scalar"
         if k == "float":

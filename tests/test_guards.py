@@ -191,3 +191,30 @@ def test_bad_options_are_clear_errors():
         lowering.compile(lambda x: x, mode="fastest")
     with pytest.raises(ValueError, match="backend"):
         lowering.compile(lambda x: x, backend="tpu")
+
+
+def test_strided_inputs_are_guarded_by_their_exact_strides():
+    # whether reshape returns a view (and so whether the write below reaches
+    # the caller's array) depends on the exact strides of a strided input
+    def fn(x):
+        r = x.reshape(-1)
+        r[0] = 5
+        return r
+
+    f = lowering.compile(fn)
+    a, a_ref = np.zeros((2, 3, 2))[:, :, 0], np.zeros((2, 3, 2))[:, :, 0]
+    np.testing.assert_array_equal(f(a), fn(a_ref))
+    base, base_ref = np.zeros((2, 4, 2)), np.zeros((2, 4, 2))
+    b, b_ref = base[:, :3, 0], base_ref[:, :3, 0]
+    np.testing.assert_array_equal(f(b), fn(b_ref))
+    np.testing.assert_array_equal(base, base_ref)
+    assert f.stats["compiles"] == 2
+
+
+def test_weak_float_argument_promotes_like_a_python_float():
+    def fn(x, s):
+        return np.where(x > 0, x, s), np.stack([x, x * s])
+
+    from lowering.testing import assert_matches_numpy
+
+    assert_matches_numpy(fn, np.arange(-2, 2, dtype=np.float32), 0.5)

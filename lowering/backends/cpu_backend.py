@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,7 +54,7 @@ def schedule(loop_module: ModuleOp) -> ModuleOp:
 
 
 def emit_llvm(kernel_module: ModuleOp, prefix: str = "") -> tuple[str, list[K.KernelOp]]:
-    em = Emitter()
+    em = Emitter(array_offsets=cpu.ARRAY_OFFSETS)
     kernels = [op for op in kernel_module.walk() if isinstance(op, K.KernelOp)]
     for k in kernels:
         if prefix:
@@ -114,6 +115,7 @@ class CpuProgram:
                 self.outputs = tuple(slots[v] for v in op.arguments)
         self.steps = steps
         self.n_slots = len(slots)
+        self._lock = threading.Lock()
 
     def _kernel_step(self, k: K.KernelOp, slots) -> Step:
         fn = self._fns[k.sym_name.data]
@@ -125,21 +127,19 @@ class CpuProgram:
         return Step("kernel", (fn, tuple(bufs), work, threads, ptrs, strides, ranks))
 
     def __call__(self, inputs):
+        # the launch argument arrays are shared state: one call at a time
+        with self._lock:
+            return self._run(inputs)
+
+    def _run(self, inputs):
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
         for st in self.steps:
             kind = st.kind
             if kind == "kernel":
                 fn, bufs, work, threads, ptrs, strides, ranks = st.args
-                off = 0
-                for j, (s, r) in enumerate(zip(bufs, ranks)):
-                    a = vals[s]
-                    ptrs[j] = a.ctypes.data
-                    if r:
-                        item = a.itemsize
-                        for d, x in enumerate(a.strides):
-                            strides[off + d] = x // item
-                        off += r
-                cpu.launch(fn, work, ptrs, strides, threads)
+                for j, s in enumerate(bufs):
+                    ptrs[j] = id(vals[s])  # alive in vals for the whole call
+                cpu.launch(fn, work, ptrs, None, threads)
             elif kind == "alloc":
                 slot, shape, dtype = st.args
                 vals[slot] = POOL.empty(shape, dtype)

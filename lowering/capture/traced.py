@@ -53,8 +53,13 @@ class TracedArray:
             object.__setattr__(self, "dtype", from_ir(t.element_type))
 
     def _dtype_operand(self):
-        """What numpy's promotion should see: a Python type for weak scalars."""
+        """What `ufunc.resolve_dtypes` should see: a Python type for weak scalars."""
         return self._weak if self._weak is not None else self.dtype
+
+    def _promo(self):
+        """What `np.result_type` should see: a Python value for weak scalars
+        (result_type treats values, not the types float/int, as weak)."""
+        return self._weak(0) if self._weak is not None else self.dtype
 
     # ---- numpy protocols ----------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
@@ -227,7 +232,7 @@ def _fast_pow_op(self, exponent):
     if self.dtype.kind in "fc":
         table = {1.0: np.positive, -1.0: np.reciprocal, 0.5: np.sqrt, 2.0: np.square}
         if e == 0.0:
-            return lambda x: np.ones_like(x, dtype=np.result_type(x._dtype_operand(), exponent))
+            return lambda x: np.ones_like(x, dtype=np.result_type(x._promo(), exponent))
         return table.get(e)
     if e == 2.0 and self.dtype.kind in "iu":
         return np.square
@@ -236,14 +241,14 @@ def _fast_pow_op(self, exponent):
 
 def _pow(self, other):
     fast = _fast_pow_op(self, other)
-    if fast is not None and np.result_type(self._dtype_operand(), other) == self.dtype:
+    if fast is not None and np.result_type(self._promo(), other) == self.dtype:
         return fast(self)
     return np.power(self, other)
 
 
 def _ipow(self, other):
     fast = _fast_pow_op(self, other)
-    if fast is not None and np.result_type(self._dtype_operand(), other) == self.dtype:
+    if fast is not None and np.result_type(self._promo(), other) == self.dtype:
         return fast(self, out=(self,)) if fast is not np.positive else self
     return np.power(self, other, out=(self,))
 
@@ -271,10 +276,10 @@ for _fn in [np.sum, np.prod, np.mean, np.var, np.std, np.max, np.min, np.argmax,
 TracedArray.conj = TracedArray.conjugate  # type: ignore[attr-defined]
 
 
-def _reshape(self, *shape, order="C"):
+def _reshape(self, *shape, order="C", copy=None):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return np.reshape(self, shape, order=order)
+    return np.reshape(self, shape, order=order, copy=copy)
 
 
 def _transpose(self, *axes):

@@ -253,7 +253,7 @@ class Tracer:
             parts = [self.lift_nested(e) for e in x]
             if not parts:
                 raise Unsupported("empty nested sequence")
-            dt = np.result_type(*[p._dtype_operand() for p in parts])
+            dt = np.result_type(*[p._promo() for p in parts])
             shape = np.broadcast_shapes(*[p.shape for p in parts])
             vals = [self.prims.reshape(self.prims.broadcast(self.prims.cast(p._v(), dt), shape), (1, *shape)) for p in parts]
             if any(p.shape != shape for p in parts):

@@ -110,8 +110,10 @@ def parse_const(text: str, t) -> object:
 class Emitter:
     """One LLVM module for a loop-level program: a function per kernel."""
 
-    def __init__(self, name: str = "lowering"):
+    def __init__(self, name: str = "lowering", array_offsets: tuple[int, int] = (16, 40)):
         self.module = ir.Module(name=name)
+        # byte offsets of `data` and `strides` in numpy's PyArrayObject
+        self.array_offsets = array_offsets
         self._intrinsics: dict[tuple, ir.Function] = {}
         self._libm: dict[str, ir.Function] = {}
 
@@ -162,22 +164,30 @@ class KernelCodegen:
 
     # ---- entry: buffer pointers and strides ----------------------------------
     def emit(self) -> None:
+        """Arguments: `objs[j]` is buffer j's ndarray object (PyArrayObject*):
+        its data pointer and byte strides are read from the object itself, so
+        a launch hands over object addresses and nothing else."""
         entry = self.fn.append_basic_block("entry")
         b = self.b = ir.IRBuilder(entry)
-        start, stop, bufp, strp = self.fn.args
+        start, stop, objs, _unused = self.fn.args
         self.ptr: dict[SSAValue, ir.Value] = {}
         self.strides: dict[SSAValue, list] = {}
-        off = 0
+        data_off, strides_off = self.em.array_offsets
         for j, buf in enumerate(self.bufs):
             t = buf.type
-            raw = b.load(b.gep(bufp, [const(I64, j)]))
+            obj = b.load(b.gep(objs, [const(I64, j)]))
+            raw = b.load(b.bitcast(b.gep(obj, [const(I64, data_off)]), I8.as_pointer().as_pointer()))
             self.ptr[buf] = b.bitcast(raw, mem_type(t.element_type).as_pointer())
             static = buffer_strides(t)
             if static is not None:
                 self.strides[buf] = [const(I64, s) for s in static]
             else:
-                self.strides[buf] = [b.load(b.gep(strp, [const(I64, off + d)])) for d in range(t.get_num_dims())]
-            off += t.get_num_dims()
+                sp = b.load(b.bitcast(b.gep(obj, [const(I64, strides_off)]), I64.as_pointer().as_pointer()))
+                mt = mem_type(t.element_type)
+                size = mt.width // 8 if isinstance(mt, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(mt)]
+                # strides of aligned arrays are multiples of the item size
+                self.strides[buf] = [b.sdiv(b.load(b.gep(sp, [const(I64, d)])), const(I64, size))
+                                     for d in range(t.get_num_dims())]
         P = A.ints(self.k.parallel)
         block = self.k.body.block
         ops = [op for op in block.ops if not isinstance(op, L.YieldOp)]

@@ -523,3 +523,14 @@ def test_add_at_into_read_only_runs_eagerly():
     x.flags.writeable = False
     assert check_breaks(lambda x: np.add.at(x, [0, 0], 1.0), x) == [
         "np.add: add.at into a read-only array"]
+
+
+def test_fancy_writes_through_views_and_augmented_assignment():
+    def f(x, i):
+        x.T[[0, 2], 1:] = np.arange(6.0).reshape(2, 3)
+        x[::-1][[1]] += 1
+        x[[0, 0, 1]] *= 2  # numpy: read, multiply, write; repeats count once
+        x[:, i] -= 10
+        return x
+
+    check(f, np.arange(12.0).reshape(4, 3), np.array([2, 2, 0]))

@@ -48,7 +48,9 @@ def static_shape(shape: Any) -> tuple[int, ...]:
 
 def result_dtype_of(*xs: Any) -> np.dtype:
     """numpy's promotion (NEP 50: Python scalars are weak)."""
-    return np.result_type(*[x._dtype_operand() if isinstance(x, TracedArray) else x for x in xs])
+    # a weak Python scalar takes part as a value (0 of its type): NEP 50 treats
+    # values, not the types float/int, as weak
+    return np.result_type(*[x._promo() if isinstance(x, TracedArray) else x for x in xs])
 
 
 def lift_all(tr, xs) -> list[TracedArray]:

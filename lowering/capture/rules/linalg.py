@@ -313,6 +313,11 @@ def einsum(tr, *operands, out=None, optimize=False, dtype=None, order="K", casti
         if perm == tuple(range(len(perm))):
             return ops[0][...] if ops[0].ndim else tr.wrap(ops[0]._v(), scalar=True)
         return tr.view(ops[0], TransposeStep(perm))
+    out_shape = tuple(sizes[c] for c in out_labels)
+    if any(sizes[c] == 0 for c in sizes if c not in out_labels):
+        # every output element is an empty sum: numpy gives 0 whatever the other
+        # operands hold (summing a label away early would turn 0 * NaN into NaN)
+        return tr.wrap(p.broadcast(p.constant(0, dt), out_shape), scalar=not out_labels)
     work_dt = _I64 if dt.kind == "b" else dt
     terms = []
     for ls, o in zip(labels, ops):
