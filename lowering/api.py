@@ -27,6 +27,7 @@ from .capture.tracer import (
     fresh_results,
 )
 from .config import config, logger
+from .fastpath import MISS, make_fast_call
 from .pipeline import compile_segment
 
 MODES = ("default", "reduce-overhead", "max-autotune")
@@ -72,12 +73,18 @@ class CompiledFunction:
         self._segment_cache: dict[str, Callable] = {}
         self.last_trace: Trace | None = None
         self.programs_run: list = []  # programs the last trace ran, in order
+        self._fast: Callable | None = None  # generated call for the first plain entry
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     # ---- the call path ----------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if self._fast is not None and not kwargs:
+            r = self._fast(args)
+            if r is not MISS:
+                self.stats["cache_hits"] += 1
+                return r
         leaves, treedef = pytree.flatten((args, kwargs))
         gvals = [g.get() for g in self._arrays] + [g.get() for g in self._scalars]
         for entry in self.entries:
@@ -116,6 +123,10 @@ class CompiledFunction:
         self.last_trace = trace
         entry = self._make_entry(trace, leaves, treedef, gvals)
         self.entries.append(entry)
+        if self._fast is None and not trace.breaks:
+            self._fast = make_fast_call(entry.guards, treedef, leaves, trace,
+                                        self._segment_cache[self._last_key],
+                                        len(self._arrays) + len(self._scalars))
         if trace.mutates_inputs and _overlap_any(sources):
             # writes through overlapping arrays need numpy's own aliasing: the
             # entry stays for later calls (its guards refuse overlap)

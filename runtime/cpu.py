@@ -12,6 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 import llvmlite.binding as llvm
 
 KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+# the same entry called with the GIL held: cheaper when the kernel is tiny
+SERIAL_KERNEL_TYPE = ctypes.PYFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                                       ctypes.c_void_p)
+
+
+def serial_entry(fn):
+    return SERIAL_KERNEL_TYPE(ctypes.cast(fn, ctypes.c_void_p).value)
 
 _lock = threading.Lock()
 _engine = None

@@ -1,0 +1,112 @@
+"""The cached-call fast path: for an entry whose arguments are plain
+positional arrays/floats and whose program is a CPU program, generate one
+straight-line Python function — guard, allocations, kernel launches, results —
+so a cached call does no generic work (no pytree walk, no plan
+interpretation). Anything it cannot handle returns MISS and takes the
+general path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+MISS = object()
+
+
+def flat_positional(treedef: Any, n: int) -> bool:
+    return treedef == (tuple, ((tuple, (None,) * n), (dict, (), ())))
+
+
+def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -> Callable | None:
+    from runtime import cpu
+    from runtime.memory import POOL, PAGE
+
+    from .backends.cpu_backend import CpuProgram
+
+    n = len(leaves)
+    plan = trace.plan
+    if (not isinstance(prog, CpuProgram) or n_globals or trace.breaks or plan.writebacks
+            or not flat_positional(treedef, n) or len(trace.segments) != 1):
+        return None
+    seg = trace.segments[0]
+    alloc_slots = {st.args[0] for st in prog.steps if st.kind == "alloc"}
+    outs = []
+    for leaf in plan.leaves:
+        if leaf[0] != "out" or leaf[2]:
+            return None
+        slot = prog.outputs[leaf[1]]
+        if slot not in alloc_slots:
+            return None
+        outs.append((slot, leaf[3]))
+    if len({s for s, _ in outs}) != len(outs) or len(prog.outputs) != len(set(prog.outputs)):
+        return None
+    ns: dict[str, Any] = {"MISS": MISS, "np": np, "ndarray": np.ndarray,
+                          "asarray": np.asarray, "f64": np.float64, "lock": prog._lock,
+                          "launch": cpu.launch, "pool_empty": POOL.empty, "empty": np.empty}
+    # the entry's guards, inlined (flat positional arguments: the structure
+    # check is the argument count; no mutation: no overlap check)
+    conds = [f"len(L) == {n}"]
+    for c in guards.checks:
+        if c.where != "L":
+            return None
+        ns.update(c.constants())
+        conds.append(c.expr())
+    lines = ["def fast(L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
+    for i, b in enumerate(seg.bindings):
+        if not isinstance(b, int):
+            return None
+        x = leaves[b]
+        if isinstance(x, float):
+            lines.append(f"    v{i} = asarray(L[{b}], f64)")
+        elif isinstance(x, np.generic):
+            lines.append(f"    v{i} = asarray(L[{b}])")
+        else:
+            lines.append(f"    v{i} = L[{b}]")
+    lines.append("    with lock:")
+    for k, st in enumerate(prog.steps):
+        if st.kind == "alloc":
+            slot, shape, dtype = st.args
+            ns[f"D{k}"] = np.dtype(dtype)
+            nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+            alloc = "pool_empty" if nbytes >= PAGE else "empty"
+            lines.append(f"        v{slot} = {alloc}({tuple(shape)!r}, D{k})")
+        elif st.kind == "kernel":
+            fn, bufs, work, threads, ptrs, _s, _r = st.args
+            # one thread: call without releasing the GIL (cheaper for small work)
+            ns[f"K{k}"] = cpu.serial_entry(fn) if threads <= 1 else fn
+            ns[f"P{k}"] = ptrs
+            for j, s in enumerate(bufs):
+                lines.append(f"        P{k}[{j}] = id(v{s})")
+            if work <= 0:
+                continue
+            if threads <= 1:
+                lines.append(f"        K{k}(0, {work}, P{k}, None)")
+            else:
+                lines.append(f"        launch(K{k}, {work}, P{k}, None, {threads})")
+        else:
+            run, idx = st.args
+            ns[f"X{k}"] = run
+            lines.append("        with np.errstate(all='ignore'):")
+            lines.append(f"            X{k}(" + ", ".join(f"v{i}" for i in idx) + ")")
+    res = []
+    for slot, scalar in outs:
+        if scalar is True:
+            res.append(f"v{slot}[()]")
+        elif scalar:
+            ns[f"Y{slot}"] = scalar
+            res.append(f"Y{slot}(v{slot}[()])")
+        else:
+            res.append(f"v{slot}")
+    if plan.treedef is None:
+        lines.append(f"    return {res[0]}")
+    elif plan.treedef == (tuple, (None,) * len(res)):
+        lines.append(f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})")
+    else:
+        return None
+    src = "\n".join(lines) + "\n"
+    exec(compile(src, "<lowering fast call>", "exec"), ns)
+    fast = ns["fast"]
+    fast.source = src  # type: ignore[attr-defined]
+    return fast
