@@ -472,7 +472,9 @@ class KernelEmitter:
             return self.dims[int(s[1:])]
         from xdsl.dialects import affine
 
-        return self._emit(affine.ApplyOp(self.dims, m))
+        from xdsl.dialects.builtin import AffineMapAttr
+
+        return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
 
 
 _FPRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}

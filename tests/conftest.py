@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import os
 
-from hypothesis import HealthCheck, settings
+# the verifier runs after every pass in tests (set before lowering is imported)
+os.environ.setdefault("LOWERING_VERIFY", "1")
+
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
 

@@ -171,7 +171,14 @@ def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
 def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
     f = next(op for op in module.ops if isinstance(op, func.FuncOp))
     add_layouts(module, layouts)
+    from ..config import config
+
     loop_module, report = lower(module)
-    prog = CpuProgram(schedule(loop_module), len(f.body.blocks[0].args))
+    if config.verify_each_pass:
+        loop_module.verify()
+    kernel_module = schedule(loop_module)
+    if config.verify_each_pass:
+        kernel_module.verify()
+    prog = CpuProgram(kernel_module, len(f.body.blocks[0].args))
     prog.report = report
     return prog

@@ -196,7 +196,7 @@ def test_nothing_but_ufuncs_changes_and_it_is_idempotent():
     assert len(before) == len(after)
     for b, a in zip(before, after):
         if isinstance(b, A.UfuncOp):
-            assert a.name == expected(b.fn.data, [A.tensor_of(v) and _dt(v) for v in b.operands],
+            assert a.name == expected(b.fn.data, [_dt(v) for v in b.operands],
                                       _dt(b.result))
         else:
             assert a.name == b.name and a.properties == b.properties
