@@ -26,7 +26,7 @@ class FoldIdentity(RewritePattern):
     def match_and_rewrite(self, op: A.BroadcastOp | A.ReshapeOp | A.CastOp,
                           rewriter: PatternRewriter) -> None:
         if op.input.type == op.result.type:
-            rewriter.replace_op(op, [], [op.input])
+            rewriter.replace(op, [], [op.input])
 
 
 class ReshapeOfReshape(RewritePattern):
@@ -34,7 +34,7 @@ class ReshapeOfReshape(RewritePattern):
     def match_and_rewrite(self, op: A.ReshapeOp, rewriter: PatternRewriter) -> None:
         src = op.input.owner
         if isinstance(src, A.ReshapeOp):
-            rewriter.replace_op(op, A.ReshapeOp(src.input, op.result.type))
+            rewriter.replace(op, A.ReshapeOp(src.input, op.result.type))
 
 
 class TransposeOfTranspose(RewritePattern):
@@ -45,9 +45,9 @@ class TransposeOfTranspose(RewritePattern):
             inner, outer = A.ints(src.permutation), A.ints(op.permutation)
             perm = [inner[p] for p in outer]
             if perm == sorted(perm):
-                rewriter.replace_op(op, [], [src.input])
+                rewriter.replace(op, [], [src.input])
             else:
-                rewriter.replace_op(op, A.TransposeOp(src.input, perm, op.result.type))
+                rewriter.replace(op, A.TransposeOp(src.input, perm, op.result.type))
 
 
 class SliceOfInsertSlice(RewritePattern):
@@ -58,7 +58,7 @@ class SliceOfInsertSlice(RewritePattern):
         src = op.input.owner
         if (isinstance(src, A.InsertSliceOp) and src.start == op.start and src.step == op.step
                 and src.source.type == op.result.type):
-            rewriter.replace_op(op, [], [src.source])
+            rewriter.replace(op, [], [src.source])
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,12 @@ are exact to within an ULP of it, and x**2 is exact)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith
+from xdsl.dialects import math as xmath
 from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType
 from xdsl.ir import SSAValue
 from xdsl.passes import ModulePass
@@ -38,12 +40,12 @@ def constant_value(v: SSAValue) -> float | None:
 
 class PowerToMultiply(RewritePattern):
     @op_type_rewrite_pattern
-    def match_and_rewrite(self, op: math.PowFOp, rewriter: PatternRewriter) -> None:
+    def match_and_rewrite(self, op: xmath.PowFOp, rewriter: PatternRewriter) -> None:
         t = op.result.type
         if not (isinstance(t, TensorType) and isinstance(t.element_type, AnyFloat)):
             return
         e = constant_value(op.rhs)
-        if e is None or e != int(e) or not 2 <= e <= MAX_EXPONENT:
+        if e is None or not math.isfinite(e) or e != int(e) or not 2 <= e <= MAX_EXPONENT:
             return
         x = op.lhs
         sq = arith.MulfOp(x, x)
@@ -52,7 +54,7 @@ class PowerToMultiply(RewritePattern):
             new.append(arith.MulfOp(sq.result, x))
         elif e == 4:
             new.append(arith.MulfOp(sq.result, sq.result))
-        rewriter.replace_op(op, new)
+        rewriter.replace(op, new)
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def _slices(start, step, shape):
 
 
 def _slice(op: A.SliceOp):
-    idx = _slices(_ints(op.start), _ints(op.step), op.result.type.get_shape())
+    idx = _slices(_ints(op.start), _ints(op.step), op.result.type.get_shape()) + (Ellipsis,)
     return lambda x: x[idx]
 
 

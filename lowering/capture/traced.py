@@ -225,28 +225,29 @@ for _name, _uf in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolu
 def _fast_pow_op(self, exponent):
     """numpy's `ndarray.__pow__` takes fast paths for some scalar exponents
     (sqrt for 0.5, reciprocal for -1, ...) that round differently from `pow`:
-    mirror them so `x ** 0.5` is numpy's `x ** 0.5`."""
+    mirror them so `x ** 0.5` is numpy's `x ** 0.5`. (Its `** 0` fast path,
+    ones_like, equals pow(x, 0) == 1 everywhere, NaN included: no entry.)"""
     if isinstance(exponent, bool) or not isinstance(exponent, (int, float, np.integer, np.floating)):
         return None
     e = float(exponent)
     if self.dtype.kind in "fc":
-        table = {1.0: np.positive, -1.0: np.reciprocal, 0.5: np.sqrt, 2.0: np.square}
-        if e == 0.0:
-            return lambda x: np.ones_like(x, dtype=np.result_type(x._promo(), exponent))
-        return table.get(e)
+        return {1.0: np.positive, -1.0: np.reciprocal, 0.5: np.sqrt, 2.0: np.square}.get(e)
     if e == 2.0 and self.dtype.kind in "iu":
         return np.square
     return None
 
 
 def _pow(self, other):
-    fast = _fast_pow_op(self, other)
-    if fast is not None and np.result_type(self._promo(), other) == self.dtype:
-        return fast(self)
-    return np.power(self, other)
+    if self._weak is None:  # a Python float's `**` is Python's, not ndarray's
+        fast = _fast_pow_op(self, other)
+        if fast is not None and np.result_type(self._promo(), other) == self.dtype:
+            return fast(self)
+    return _as_python(np.power(self, other), self, other)
 
 
 def _ipow(self, other):
+    if self._scalar:  # numpy scalars and Python floats are immutable: x **= y rebinds x
+        return _pow(self, other)
     fast = _fast_pow_op(self, other)
     if fast is not None and np.result_type(self._promo(), other) == self.dtype:
         return fast(self, out=(self,)) if fast is not np.positive else self

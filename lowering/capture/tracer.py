@@ -229,6 +229,10 @@ class Tracer:
             if not supported(x.dtype):
                 raise Unsupported(f"array of dtype {x.dtype} is not supported")
             return self.wrap(self.prims.dense(x))
+        if isinstance(x, np.generic):  # before float: np.float64 subclasses float
+            if not supported(x.dtype):
+                raise Unsupported(f"scalar of dtype {x.dtype} is not supported")
+            return self.wrap(self.prims.constant(x, x.dtype), scalar=True)
         if isinstance(x, (bool, int, float)):
             dt = np.result_type(x) if not isinstance(x, bool) else np.dtype(np.bool_)
             try:

@@ -34,7 +34,7 @@ class SliceStep:
         return tuple(out)
 
     def np_apply(self, arr: np.ndarray) -> np.ndarray:
-        return arr[self.np_index()]
+        return arr[self.np_index() + (Ellipsis,)]  # a view even of a 0-d array
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,10 @@ def float_math(cg, name: str, args, ty: ir.Type, w: int):
     if name in _VECTOR_INTRINSICS:
         return b.call(cg.em.intrinsic(_VECTOR_INTRINSICS[name], ty, len(args)), args)
     el = ty.element if isinstance(ty, ir.VectorType) else ty
+    if isinstance(el, ir.HalfType):  # numpy computes float16 functions in float32
+        ft = vec(ir.FloatType(), w)
+        r = float_math(cg, name, [b.fpext(a, ft) for a in args], ft, w)
+        return b.fptrunc(r, ty)
     dt = {"float": "f32", "double": "f64"}.get(str(el))
     if (llvm_math is not None and dt is not None and hasattr(llvm_math, "math_function")
             and name in llvm_math.SUPPORTED):
@@ -189,6 +193,8 @@ def ufunc(cg, fn: str, args, in_types, rt, w: int):
     uns = is_unsigned(t0)
     a = args[0]
     y = args[1] if len(args) > 1 else None
+    if fn in ("floor", "ceil", "trunc", "rint") and not f:
+        return a  # integer loops: the value itself
     if fn in ("maximum", "minimum"):
         return np_extreme(cg, fn == "maximum", t0, a, y)
     if fn in ("fmax", "fmin"):

@@ -55,6 +55,11 @@ def matmul(tr, a, b, out=None, dtype=None, casting="same_kind", **kw):
     sig = None if dtype is None else (None, None, np.dtype(dtype))
     loop = resolve(np.matmul, (x, y), None, casting, sig)
     dt = loop[-1]
+    out = check_out(out)
+    if out is not None and not np.can_cast(dt, out.dtype, casting):
+        # numpy checks the output cast before any shape: its own error, on dummies
+        np.matmul(np.zeros((1, 1), loop[0]), np.zeros((1, 1), loop[1]),
+                  out=np.zeros((1, 1), out.dtype), casting=casting)
     p = tr.prims
     xv, yv = p.cast(x._v(), loop[0]), p.cast(y._v(), loop[1])
     xs, ys = x.shape, y.shape
@@ -75,7 +80,6 @@ def matmul(tr, a, b, out=None, dtype=None, casting="same_kind", **kw):
     shape = batch + ((xs[-2],) if x.ndim > 1 else ()) + ((ys[-1],) if y.ndim > 1 else ())
     r = p.reshape(r, shape)
     res = tr.wrap(r, scalar=shape == ())
-    out = check_out(out)
     if out is None:
         return res
     if tuple(out.shape) != tuple(shape):

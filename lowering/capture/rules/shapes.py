@@ -173,7 +173,7 @@ def astype(tr, x, dtype, casting="unsafe", copy=True):
 
     if not supported(dt):
         raise Unsupported(f"astype to {dt}")
-    return tr.wrap(tr.prims.cast(x._v(), dt))
+    return tr.wrap(tr.prims.cast(x._v(), dt), scalar=x._scalar)
 
 
 @rule(np.copy)

@@ -1,0 +1,1 @@
+"""Per-pass tests (tests/ mirrors the packages)."""
