@@ -221,7 +221,9 @@ def compile_module(module: ModuleOp) -> Program:
         slots[res] = len(slots)
         if all(v in known for v in op.operands):
             with np.errstate(all="ignore"):
-                value = np.array(run(*[known[v] for v in op.operands]))
+                # as computed (a broadcast stays a stride-0 view): numpy kernels
+                # that depend on strides then see what eager numpy would
+                value = np.asarray(run(*[known[v] for v in op.operands]))
             value.flags.writeable = False
             known[res] = value
             run = (lambda v: lambda: v)(value)

@@ -272,7 +272,7 @@ def _method(fn):
 for _fn in [np.sum, np.prod, np.mean, np.var, np.std, np.max, np.min, np.argmax, np.argmin,
             np.all, np.any, np.cumsum, np.cumprod, np.clip, np.ravel, np.squeeze,
             np.swapaxes, np.take, np.dot, np.round, np.trace, np.diagonal, np.nonzero,
-            np.repeat, np.sort, np.argsort, np.searchsorted, np.conjugate, np.ptp]:
+            np.repeat, np.sort, np.argsort, np.searchsorted, np.conjugate]:
     setattr(TracedArray, _fn.__name__, _method(_fn))
 TracedArray.conj = TracedArray.conjugate  # type: ignore[attr-defined]
 

@@ -161,6 +161,9 @@ def cast(cg, x, src, dst, w: int):
         return b.fpext(x, dty) if order[str(st)] < order[str(dt)] else b.fptrunc(x, dty)
     if is_float(dst):
         return b.uitofp(x, dty) if is_unsigned(src) else b.sitofp(x, dty)
+    if is_float(src) and isinstance(st, ir.HalfType):  # via float32: the limits below
+        x, st = b.fpext(x, vec(ir.FloatType(), w)), ir.FloatType()  # do not fit in half
+        sty = vec(st, w)
     if is_float(src):
         # x86 cvtt: NaN and out-of-range give the "integer indefinite" INT_MIN of
         # the 32/64-bit conversion; narrower types truncate the 32-bit result

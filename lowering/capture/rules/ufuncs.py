@@ -168,9 +168,11 @@ def _scalar_power(tr, exponent, vals, out_dt: np.dtype, shape):
 
 @ufunc_method("__call__")
 def call(tr, ufunc, *inputs, out=None, dtype=None, casting="same_kind", where=True,
-         signature=None, order="K", subok=True):
+         signature=None, order="K", subok=True, **other):
     if where is not True:
         raise Unsupported("where= in a ufunc call")
+    if other:  # axes=, extobj=, ...: numpy handles them eagerly
+        raise Unsupported(f"ufunc keyword(s) {', '.join(sorted(other))}")
     if ufunc is np.matmul:
         from .linalg import matmul
 
