@@ -91,8 +91,18 @@ def is_view(op: Operation) -> bool:
     return isinstance(op, (A.BroadcastOp, A.TransposeOp, A.SliceOp, A.ReshapeOp))
 
 
+def _half(v: SSAValue) -> bool:
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type
+
+    return isinstance(getattr(v.type, "element_type", None), (Float16Type, BFloat16Type))
+
+
 def generated(op: Operation) -> bool:
     """Can the loop level compute this op inline?"""
+    if any(_half(v) for v in (*op.operands, *op.results)):
+        # float16 converts through compiler-rt routines (__truncdfhf2, ...) that
+        # a JIT process may not have: numpy runs float16 ops (an extern)
+        return False
     if isinstance(op, A.UfuncOp):
         fn = op.fn.data
         if fn in ("power", "reciprocal") and isinstance(op.inputs[0].type.element_type, IntegerType):

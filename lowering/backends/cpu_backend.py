@@ -138,7 +138,10 @@ class CpuProgram:
             if kind == "kernel":
                 fn, bufs, work, threads, ptrs, strides, ranks = st.args
                 for j, s in enumerate(bufs):
-                    ptrs[j] = id(vals[s])  # alive in vals for the whole call
+                    a = vals[s]
+                    if type(a) is not np.ndarray:
+                        raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
+                    ptrs[j] = id(a)  # alive in vals for the whole call
                 cpu.launch(fn, work, ptrs, None, threads)
             elif kind == "alloc":
                 slot, shape, dtype = st.args
