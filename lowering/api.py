@@ -16,6 +16,7 @@ import numpy as np
 from runtime.guards import Check, GuardSet, layout_class, layout_of
 
 from . import pytree
+from .capture.conversions import constructors_capture
 from .capture.sources import GlobalSource, discover
 from .capture.tracer import (
     BreakInfo,
@@ -153,7 +154,8 @@ class CompiledFunction:
             else:
                 tleaves.append(x)
         targs, tkwargs = pytree.unflatten(treedef, tleaves)
-        out = self.fn(*targs, **tkwargs)
+        with constructors_capture():
+            out = self.fn(*targs, **tkwargs)
         results, trace = tracer.finish(out)
         for b in trace.breaks:
             logger("graph_breaks").info("graph break in %s at %s", self.__qualname__, b)
