@@ -123,7 +123,10 @@ class Emitter:
         if f is None:
             suffix = ty.element.intrinsic_name if isinstance(ty, ir.VectorType) else ty.intrinsic_name
             suffix = f"v{ty.count}{suffix}" if isinstance(ty, ir.VectorType) else suffix
-            f = ir.Function(self.module, ir.FunctionType(ty, [ty] * nargs), f"llvm.{name}.{suffix}")
+            fname = f"llvm.{name}.{suffix}"
+            f = self.module.globals.get(fname)  # the math library may have declared it
+            if f is None:
+                f = ir.Function(self.module, ir.FunctionType(ty, [ty] * nargs), fname)
             self._intrinsics[key] = f
         return f
 

@@ -90,6 +90,8 @@ def ravel(tr, a, order="C"):
 @rule(np.transpose)
 def transpose(tr, a, axes=None):
     x = tr.lift(a)
+    if x._scalar and x._weak is None and x.ndim == 0 and not axes:
+        return x  # a numpy scalar's transpose is itself (a Python float's is a 0-d array)
     if axes is None:
         perm = tuple(range(x.ndim))[::-1]
     else:
