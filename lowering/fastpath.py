@@ -73,7 +73,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             alloc = "pool_empty" if nbytes >= PAGE else "empty"
             lines.append(f"        v{slot} = {alloc}({tuple(shape)!r}, D{k})")
         elif st.kind == "kernel":
-            fn, bufs, work, threads, ptrs, _s, _r = st.args
+            fn, bufs, work, threads, ptrs = st.args
             # one thread: call without releasing the GIL (cheaper for small work)
             ns[f"K{k}"] = cpu.serial_entry(fn) if threads <= 1 else fn
             ns[f"P{k}"] = ptrs

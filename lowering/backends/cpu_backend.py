@@ -120,11 +120,9 @@ class CpuProgram:
     def _kernel_step(self, k: K.KernelOp, slots) -> Step:
         fn = self._fns[k.sym_name.data]
         bufs = [slots[b] for b in k.buffers]
-        ranks = [b.type.get_num_dims() for b in k.buffers]
         ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
-        strides = (ctypes.c_int64 * max(sum(ranks), 1))()
         work, threads = k.work.value.data, k.threads.value.data
-        return Step("kernel", (fn, tuple(bufs), work, threads, ptrs, strides, ranks))
+        return Step("kernel", (fn, tuple(bufs), work, threads, ptrs))
 
     def __call__(self, inputs):
         # the launch argument arrays are shared state: one call at a time
@@ -136,7 +134,7 @@ class CpuProgram:
         for st in self.steps:
             kind = st.kind
             if kind == "kernel":
-                fn, bufs, work, threads, ptrs, strides, ranks = st.args
+                fn, bufs, work, threads, ptrs = st.args
                 for j, s in enumerate(bufs):
                     a = vals[s]
                     if type(a) is not np.ndarray:

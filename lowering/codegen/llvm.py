@@ -80,6 +80,13 @@ def mem_type(t) -> ir.Type:
     return I8 if lt == I1 else lt
 
 
+def item_bytes(mt: ir.Type) -> int:
+    """Bytes of one element in memory (also its natural alignment)."""
+    if isinstance(mt, ir.IntType):
+        return max(mt.width // 8, 1)
+    return {"float": 4, "double": 8, "half": 2}[str(mt)]
+
+
 def is_float(t) -> bool:
     return isinstance(t, AnyFloat)
 
@@ -187,7 +194,7 @@ class KernelCodegen:
             else:
                 sp = b.load(b.bitcast(b.gep(obj, [const(I64, strides_off)]), I64.as_pointer().as_pointer()))
                 mt = mem_type(t.element_type)
-                size = mt.width // 8 if isinstance(mt, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(mt)]
+                size = item_bytes(mt)
                 # strides of aligned arrays are multiples of the item size
                 self.strides[buf] = [b.sdiv(b.load(b.gep(sp, [const(I64, d)])), const(I64, size))
                                      for d in range(t.get_num_dims())]
@@ -407,7 +414,7 @@ class KernelCodegen:
         buf, exprs, lane_dim = self._access(op, w)
         mt = mem_type(buf.type.element_type)
         base = self.ptr[buf]
-        align = max(mt.width // 8, 1) if isinstance(mt, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(mt)]
+        align = item_bytes(mt)
         if w == 1:
             x = b.load(b.gep(base, [self.offset(buf, exprs)]), align=align)
             return self.from_mem(x, buf.type.element_type)
@@ -430,7 +437,7 @@ class KernelCodegen:
         buf, exprs, lane_dim = self._access(op, w)
         mt = mem_type(buf.type.element_type)
         base = self.ptr[buf]
-        align = max(mt.width // 8, 1) if isinstance(mt, ir.IntType) else {"float": 4, "double": 8, "half": 2}[str(mt)]
+        align = item_bytes(mt)
         v = self.to_mem(self.value(op.value, w), buf.type.element_type)
         if w == 1:
             b.store(v, b.gep(base, [self.offset(buf, exprs)]), align=align)
