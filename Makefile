@@ -14,9 +14,10 @@ PYTEST_ARGS ?=
 demo: $(STAMP)
 	$(PY) -m examples
 
-# the whole suite on the default backend, then the capture, mutation, guard,
-# graph-break, example and random-program suites again on the CPU backend
-CPU_SUITES := tests/capture tests/test_mutation.py tests/test_guards.py \
+# the whole suite on the default (CPU) backend, then the capture, mutation,
+# guard, graph-break, example and random-program suites again on the numpy
+# reference backend
+REF_SUITES := tests/capture tests/test_mutation.py tests/test_guards.py \
 	tests/test_graph_breaks.py tests/test_conversions.py tests/test_examples.py \
 	tests/test_random_programs.py
 
@@ -24,8 +25,8 @@ test: $(STAMP)
 	@HYPOTHESIS_PROFILE=ci $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; \
-	echo "make test: the CPU backend on $(CPU_SUITES)"; \
-	HYPOTHESIS_PROFILE=ci LOWERING_BACKEND=cpu $(PY) -m pytest $(CPU_SUITES) $(PYTEST_ARGS); rc=$$?; \
+	echo "make test: the numpy reference backend on $(REF_SUITES)"; \
+	HYPOTHESIS_PROFILE=ci LOWERING_BACKEND=numpy $(PY) -m pytest $(REF_SUITES) $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc
 

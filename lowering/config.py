@@ -3,7 +3,8 @@
 Environment:
   LOWERING_LOGS=graph,guards,recompiles,graph_breaks   log channels (or "all")
   LOWERING_RECOMPILE_LIMIT=8                           recompiles before eager
-  LOWERING_BACKEND=numpy                               default backend
+  LOWERING_BACKEND=cpu                                 default backend (cpu | numpy)
+  LOWERING_PARTITION=min_cut                           forward/backward cut (min_cut | save_all)
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ LOG_CHANNELS = ("graph", "guards", "recompiles", "graph_breaks", "passes")
 @dataclass
 class Config:
     recompile_limit: int = field(default_factory=lambda: int(os.environ.get("LOWERING_RECOMPILE_LIMIT", 8)))
-    backend: str = field(default_factory=lambda: os.environ.get("LOWERING_BACKEND", "numpy"))
+    backend: str = field(default_factory=lambda: os.environ.get("LOWERING_BACKEND", "cpu"))
+    # how joint forward+backward functions are cut: "min_cut" | "save_all"
+    partition: str = field(default_factory=lambda: os.environ.get("LOWERING_PARTITION", "min_cut"))
     verify_each_pass: bool = field(default_factory=lambda: os.environ.get("LOWERING_VERIFY", "0") == "1")
 
 
