@@ -55,7 +55,8 @@ class Entry:
 
 
 class CompiledFunction:
-    def __init__(self, fn: Callable, mode: str, dynamic, fullgraph: bool, backend: str | None):
+    def __init__(self, fn: Callable, mode: str, dynamic, fullgraph: bool, backend: str | None,
+                 memory_budget: float | None = None, partition: str | None = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         backend = backend or config.backend
@@ -64,6 +65,13 @@ class CompiledFunction:
         if dynamic:
             raise NotImplementedError("dynamic=True: symbolic shapes are not supported yet; "
                                       "shapes are specialized and guarded")
+        partition = partition or config.partition
+        if partition not in ("min_cut", "save_all"):
+            raise ValueError(f"partition must be 'min_cut' or 'save_all', got {partition!r}")
+        if memory_budget is not None and not (isinstance(memory_budget, (int, float))
+                                              and 0 <= memory_budget <= 1):
+            raise ValueError(f"memory_budget must be a fraction in [0, 1], got {memory_budget!r}")
+        self.partition = (partition, None if memory_budget is None else float(memory_budget))
         functools.update_wrapper(self, fn)
         self.fn, self.mode, self.fullgraph, self.backend = fn, mode, fullgraph, backend
         self.entries: list[Entry] = []
@@ -82,7 +90,7 @@ class CompiledFunction:
     # ---- the call path ----------------------------------------------------
     def __call__(self, *args, **kwargs):
         if self._fast is not None and not kwargs:
-            r = self._fast(args)
+            r = self._fast(*args)
             if r is not MISS:
                 self.stats["cache_hits"] += 1
                 return r
@@ -169,7 +177,7 @@ class CompiledFunction:
         key = (str(module), tuple(layouts))
         prog = self._segment_cache.get(key)
         if prog is None:
-            prog = compile_segment(module, self.backend, layouts, key[0])
+            prog = compile_segment(module, self.backend, layouts, key[0], self.partition)
             self._segment_cache[key] = prog
         self._last_key = key
         self.programs_run.append(prog)
@@ -285,8 +293,15 @@ def _leaf_names(sig, treedef) -> list[str]:
 
 
 def compile(fn: Callable | None = None, *, mode: str = "default", dynamic=None,
-            fullgraph: bool = False, backend: str | None = None):
-    """Compile a numpy function. Usable as `@compile` or `@compile(...)`."""
+            fullgraph: bool = False, backend: str | None = None,
+            memory_budget: float | None = None, partition: str | None = None):
+    """Compile a numpy function. Usable as `@compile` or `@compile(...)`.
+
+    For differentiated functions (`compile(value_and_grad(f))`): `partition`
+    ("min_cut", the default, or "save_all") chooses what the forward saves for
+    the backward; `memory_budget` (a fraction of save_all's bytes) asks for the
+    least recomputation that fits (see passes/remat.py)."""
     if fn is None:
-        return lambda f: CompiledFunction(f, mode, dynamic, fullgraph, backend)
-    return CompiledFunction(fn, mode, dynamic, fullgraph, backend)
+        return lambda f: CompiledFunction(f, mode, dynamic, fullgraph, backend, memory_budget,
+                                          partition)
+    return CompiledFunction(fn, mode, dynamic, fullgraph, backend, memory_budget, partition)

@@ -417,6 +417,59 @@ def run_pipeline_printing(module, out: TextIO, timings: dict[str, float]) -> Non
     run_passes(module.clone(), tensor_passes(), after)
 
 
+def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -> Callable:
+    """value_and_grad of fn with respect to its floating-point arguments
+    (a non-scalar result is summed first, like `.sum().backward()`)."""
+    import functools
+
+    from . import pytree
+    from .autodiff import value_and_grad
+
+    @functools.wraps(fn)
+    def scalar(*a, **k):
+        leaves, _ = pytree.flatten(fn(*a, **k))
+        total = 0.0
+        for x in leaves:
+            total = total + (x if np.ndim(x) == 0 else np.sum(x))
+        return total
+
+    args, _ = make_inputs(specs, seed)
+    nums = tuple(i for i, a in enumerate(args)
+                 if isinstance(a, float) or (isinstance(a, (np.ndarray, np.generic))
+                                             and a.dtype.kind == "f"))
+    if not nums:
+        raise UsageError(f"--grad: {label} has no floating-point argument to differentiate")
+    return value_and_grad(scalar, argnums=nums)
+
+
+def print_grad(d: Dump, out: TextIO, budget: float | None) -> None:
+    """The joint function, then per strategy the forward and backward
+    functions and what crosses between them."""
+    from passes.remat import partition
+
+    for i, module in enumerate(d.modules):
+        graph = f" graph {i}" if len(d.modules) > 1 else ""
+        out.write(f"// -----// joint forward+backward{graph} (backward ops marked {{bwd}}) //----- //\n")
+        out.write(f"{module}\n")
+        totals = []
+        plans = [("save_all", None), ("min_cut", None)]
+        if budget is not None:
+            plans.append(("min_cut", budget))
+        for strategy, b in plans:
+            p = partition(module.clone(), strategy, b)
+            if p is None:
+                out.write("// no backward ops: nothing to partition\n")
+                break
+            name = strategy if b is None else f"memory_budget={b} -> {p.strategy}"
+            out.write(f"// -----// {name}: forward{graph} //----- //\n{p.forward}\n")
+            out.write(f"// -----// {name}: backward{graph} //----- //\n{p.backward}\n")
+            out.write("// " + p.describe().replace("\n", "\n// ") + "\n")
+            totals.append((name, p.saved_bytes))
+        if totals:
+            out.write("// saved bytes per strategy: " +
+                      ", ".join(f"{n} {v}" for n, v in totals) + "\n")
+
+
 # ---- command line ---------------------------------------------------------------
 
 class _ArgParser(argparse.ArgumentParser):
@@ -451,6 +504,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--print-between-passes", action="store_true",
                    help="print the IR after each pass (with its time)")
     p.add_argument("--seed", type=int, default=0, help="seed for the inputs (default 0)")
+    p.add_argument("--grad", action="store_true",
+                   help="differentiate the function (value_and_grad with respect to every "
+                        "floating-point argument; it must return a scalar) and print the joint "
+                        "function, the forward and backward functions of each partition "
+                        "strategy, the saved values and their bytes")
+    p.add_argument("--memory-budget", type=float, default=None, metavar="FRACTION",
+                   help="with --grad: also partition under this memory budget (a fraction of "
+                        "save_all's bytes)")
     return p
 
 
@@ -487,6 +548,10 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("nothing to dump: give PATH.py::FUNCTION or --example NAME "
                          "(or --passes alone to list the pipeline)")
     specs = parse_spec(spec_text)
+    if ns.grad:
+        fn = _differentiated(fn, specs, ns.seed, label)
+    elif ns.memory_budget is not None:
+        raise UsageError("--memory-budget needs --grad")
     d = capture(fn, specs, ns.seed, label)
     print_header(d, ns.stage, out)
     if ns.passes:
@@ -496,6 +561,9 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
     if ns.passes or ns.print_between_passes:
         def between(i: int, module) -> None:
             run_pipeline_printing(module, out, timings)
+    if ns.grad:
+        print_grad(d, out, ns.memory_budget)
+        return 0
     if ns.stage in ("tensor", "all"):
         print_graphs(d, out, between)
     if ns.stage != "tensor":

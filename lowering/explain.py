@@ -20,6 +20,23 @@ class ExplainOutput:
     # per graph: (kernel name, tensor ops fused into it); externs included
     kernels: list[list[tuple[str, list[str]]]] = field(default_factory=list)
     fusion_refused: list[list[str]] = field(default_factory=list)
+    # differentiated functions: what the forward saves for the backward
+    partitions: list = field(default_factory=list)  # passes.remat.Partition per graph
+
+    @property
+    def saved_bytes(self) -> int:
+        """Bytes the chosen partition saves between forward and backward."""
+        return sum(p.saved_bytes for p in self.partitions)
+
+    @property
+    def saved_bytes_save_all(self) -> int:
+        """Bytes save-everything would save."""
+        return sum(p.saved_bytes_save_all for p in self.partitions)
+
+    @property
+    def recomputed(self) -> list[str]:
+        """Forward ops the backward runs again instead of reading them saved."""
+        return [r for p in self.partitions for r in p.recomputed]
 
     @property
     def kernel_count(self) -> int:
@@ -43,6 +60,8 @@ class ExplainOutput:
                     lines.append(f"  graph {i} {name}: " + ", ".join(ops))
                 for r in refused:
                     lines.append(f"  graph {i} fusion refused: {r}")
+        for p in self.partitions:
+            lines.append(p.describe())
         lines.append("Guards:")
         lines.extend(f"  {g}" for g in self.guards)
         return "\n".join(lines)
@@ -51,9 +70,11 @@ class ExplainOutput:
 def explain(fn):
     """Return a callable that traces `fn` on the given arguments and reports."""
     cf = fn if isinstance(fn, CompiledFunction) else compile(fn)
+    # a bare grad/value_and_grad is explained as its compiled form
 
     def run(*args, **kwargs):
-        probe = CompiledFunction(cf.fn, cf.mode, None, False, cf.backend)
+        probe = CompiledFunction(cf.fn, cf.mode, None, False, cf.backend,
+                                 cf.partition[1], cf.partition[0])
         leaves, treedef = pytree.flatten((args, kwargs))
         gvals = [g.get() for g in probe._arrays] + [g.get() for g in probe._scalars]
         probe._compile_and_run(args, kwargs, leaves, treedef, gvals)
@@ -67,8 +88,16 @@ def explain(fn):
             c = Counter(op.name for op in seg.module.walk() if op.name not in ("builtin.module", "func.func", "func.return"))
             ops.append(dict(c))
             graphs.append(str(seg.module))
-        kernels, refused = [], []
+        kernels, refused, partitions = [], [], []
+        progs = []
         for prog in probe.programs_run:
+            part = getattr(prog, "partition", None)
+            if part is not None:
+                partitions.append(part)
+                progs.extend(prog.programs)
+            else:
+                progs.append(prog)
+        for prog in progs:
             rep = getattr(prog, "report", None)
             if rep is not None:
                 kernels.append(rep.kernels)
@@ -77,6 +106,6 @@ def explain(fn):
                 kernels.append([(f"numpy {getattr(s[0], 'op_name', 'op')}", []) for s in prog.steps])
                 refused.append([])
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
-                             entry.guards.describe(), ops, graphs, kernels, refused)
+                             entry.guards.describe(), ops, graphs, kernels, refused, partitions)
 
     return run

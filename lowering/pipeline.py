@@ -61,14 +61,24 @@ PROGRAM_CACHE_SIZE = 1024
 
 
 def compile_segment(module: ModuleOp, backend: str = "numpy",
-                    layouts: list[str] | None = None, key: str | None = None) -> Callable:
+                    layouts: list[str] | None = None, key: str | None = None,
+                    partition: tuple[str, float | None] = ("min_cut", None)) -> Callable:
     """Tensor passes, then the backend; programs are shared process-wide by
     (IR text, backend, input layouts). `layouts` gives each input's memory
-    layout class ("C", "F", "strided"), which the CPU backend compiles for."""
-    cache_key = (key if key is not None else str(module), backend, tuple(layouts or ()))
+    layout class ("C", "F", "strided"), which the CPU backend compiles for.
+    A joint forward+backward function (from `grad`/`value_and_grad`/`vjp`) is
+    first cut in two by `passes/remat.py` (`partition` = (strategy,
+    memory_budget)) and runs as a forward then a backward program."""
+    cache_key = (key if key is not None else str(module), backend, tuple(layouts or ()),
+                 partition)
     prog = _PROGRAMS.get(cache_key)
     if prog is None:
-        prog = _compile_segment(module, backend, layouts)
+        from passes.remat import has_backward
+
+        if has_backward(module):
+            prog = PartitionedProgram(module, backend, layouts, partition)
+        else:
+            prog = _compile_segment(module, backend, layouts)
         if len(_PROGRAMS) >= PROGRAM_CACHE_SIZE:
             _PROGRAMS.pop(next(iter(_PROGRAMS)))
         _PROGRAMS[cache_key] = prog
@@ -88,3 +98,49 @@ def _compile_segment(module: ModuleOp, backend: str, layouts: list[str] | None) 
         n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
         return compile_cpu(module, layouts or ["C"] * n)
     raise ValueError(f"unknown backend {backend!r}")
+
+
+class PartitionedProgram:
+    """A joint function run as two programs: the forward computes its results
+    and the saved values, the backward the rest from the inputs and the saved
+    values (compiled on first use, for the saved values' layouts)."""
+
+    def __init__(self, module: ModuleOp, backend: str, layouts: list[str] | None,
+                 partition: tuple[str, float | None]):
+        from passes.remat import partition as cut
+
+        self.backend = backend
+        self.layouts = list(layouts or [])
+        self.partition = cut(module.clone(), partition[0], partition[1])
+        assert self.partition is not None
+        self.forward = compile_segment(self.partition.forward, backend, self.layouts)
+        self._backward: dict[tuple, Callable] = {}
+        self.n_results = len(self.partition.fwd_results) + len(self.partition.bwd_results)
+        self.programs: list[Callable] = [self.forward]
+
+    def backward_for(self, saved: list) -> Callable:
+        from runtime.guards import layout_class
+
+        import numpy as np
+
+        lay = tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved)
+        prog = self._backward.get(lay)
+        if prog is None:
+            prog = compile_segment(self.partition.backward, self.backend,
+                                   self.layouts + list(lay))
+            self._backward[lay] = prog
+            self.programs = [self.forward, prog]
+        return prog
+
+    def __call__(self, inputs):
+        p = self.partition
+        nf = len(p.fwd_results)
+        fres = self.forward(inputs)
+        saved = list(fres[nf:])
+        bres = self.backward_for(saved)(list(inputs) + saved)
+        out: list = [None] * self.n_results
+        for i, r in zip(p.fwd_results, fres[:nf]):
+            out[i] = r
+        for i, r in zip(p.bwd_results, bres):
+            out[i] = r
+        return out

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Block, Region, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 
 from .. import pytree
 from .dtypes import supported, tensor_type
@@ -149,6 +149,10 @@ class Tracer:
         self.live = LiveSet()
         self.source_arrays: dict[int, TracedArray] = {}
         self.input_storages: dict[int, Storage] = {}
+        # graph-break links: an argument of the current graph -> the value of
+        # the closed graph it stands for (for differentiating across breaks)
+        self.links: dict[SSAValue, SSAValue] = {}
+        self.grad_regions = 0  # open grad/value_and_grad/vjp regions
         self._new_segment()
 
     # ---- segments ---------------------------------------------------------
@@ -326,7 +330,9 @@ class Tracer:
         _, results = self._run(sts, [])
         self._new_segment()
         for st, arr in zip(sts, results):
+            old = st.value
             st.value = st.arg = self._arg(arr, st.shape, st.dtype)
+            self.links[st.value] = old
             st.version += 1
             st.strides = arr.strides
             st.concrete = arr
@@ -345,11 +351,20 @@ class Tracer:
             raise ValueError("assignment destination is read-only")
         leaves, tdef = pytree.flatten((args, kwargs))
         traced = [x for x in leaves if isinstance(x, TracedArray)]
+        if self.grad_regions and any(x.dtype.kind == "f" for x in traced):
+            from passes.autograd import NotDifferentiable
+
+            name = getattr(fn, "__name__", repr(fn))
+            raise NotDifferentiable(
+                f"lowering.grad: {name} runs eagerly ({reason}); gradients cannot flow "
+                "through it — compute it outside the differentiated function or with "
+                "supported numpy calls")
         concrete = iter(self.graph_break(reason, traced))
         leaves = [next(concrete) if isinstance(x, TracedArray) else x for x in leaves]
         a, k = pytree.unflatten(tdef, leaves)
         result = fn(*a, **k)
         if mutates is not None:
+            self.links.pop(mutates._st.arg, None)  # its value is no longer the graph's
             mutates._st.mutated = True
             mutates._st.version += 1  # cached view values are stale
         return self.adopt(result)
@@ -366,6 +381,53 @@ class Tracer:
         if isinstance(result, list):
             return [self.adopt(r) for r in result]
         return result
+
+    def replay_since(self, n_segments: int, start) -> tuple[Operation | None, dict]:
+        """Clone the closed graphs from segment `n_segments` on (the first
+        one from after op `start`) to the front of the current graph, and
+        rewire the current graph's break arguments to the clones: what they
+        compute flows, differentiably, into what follows. Returns the first
+        cloned op of the region and the value map (closed value -> clone)."""
+        cur = self.block
+        anchor = cur.first_op
+        vmap: dict[SSAValue, SSAValue] = {}
+        first = None
+        for j, seg in enumerate(self.trace.segments[n_segments:]):
+            fn = next(iter(seg.module.ops))
+            blk = fn.body.blocks[0]  # type: ignore[attr-defined]
+            for a, binding in zip(blk.args, seg.bindings):
+                link = self.links.get(a)
+                if link is not None and link in vmap:
+                    vmap[a] = vmap[link]
+                else:
+                    vmap[a] = self._arg(binding, shape_of(a), dtype_of(a))
+            inside = j > 0 or start is None
+            for op in blk.ops:
+                if isinstance(op, func.ReturnOp):
+                    continue
+                c = op.clone(value_mapper=vmap)
+                if anchor is not None:
+                    cur.insert_op_before(c, anchor)
+                else:
+                    cur.add_op(c)
+                if inside and first is None:
+                    first = c
+                if op is start:
+                    inside = True
+        storages = {id(t._st): t._st for t in self.live.alive()}
+        storages.update({id(s): s for s in self.input_storages.values()})
+        for a in list(cur.args):
+            link = self.links.get(a)
+            if link is None or link not in vmap:
+                continue
+            a.replace_by(vmap[link])
+            for st in storages.values():
+                if st.value is a:
+                    st.value = vmap[link]
+                    st.version += 1
+        if first is None:
+            first = anchor
+        return first, vmap
 
     # ---- the end ----------------------------------------------------------
     def finish(self, result: Any) -> tuple[list, Trace]:

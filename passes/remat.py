@@ -1,0 +1,260 @@
+"""Partition a joint forward+backward function (ops of the backward carry the
+`bwd` attribute, see `passes/autograd.py`) into a forward function — the
+outputs plus the values saved for the backward — and a backward function —
+saved values and the inputs to the remaining results.
+
+Strategies:
+- "save_all": every forward value the backward reads is saved.
+- "min_cut": functorch's min-cut rematerialization. A flow graph has one edge
+  per forward value, of capacity its bytes, from its "in" to its "out" node;
+  uses are infinite edges; every forward value the backward reads has an
+  infinite edge to the sink. The graph's inputs cost nothing to keep (the
+  caller holds them), so the source reaches them for free. Values the forward
+  outputs need and that must not be recomputed (matmuls, scans, reductions
+  whose input is more than 4x their output) hang from the source too. The
+  minimum cut is the set of values to save; every forward op on the sink side
+  that the backward needs is recomputed there, where it fuses with the
+  backward's own kernels. Ops inside `lowering.checkpoint` regions (`remat`
+  attribute) are never saved (infinite capacity) nor banned.
+- `memory_budget` (a fraction of save_all's bytes): the least recomputation
+  that fits — save_all, then min_cut, then min_cut with the bans lifted
+  (matmuls and reductions recomputed too); if none fits, the smallest, and the
+  report says why.
+
+The max-flow/min-cut is networkx's (`minimum_cut`), not our own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Block, Operation, Region, SSAValue
+
+from dialects import array as A
+
+from .autograd import BWD, REMAT
+
+STRATEGIES = ("save_all", "min_cut")
+
+
+def nbytes(v: SSAValue) -> int:
+    from lowering.capture.dtypes import from_ir
+
+    t = v.type
+    n = int(np.prod(t.get_shape(), dtype=np.int64))  # type: ignore[attr-defined]
+    return n * from_ir(t.element_type).itemsize  # type: ignore[attr-defined]
+
+
+def _banned(op: Operation) -> bool:
+    """Too expensive to recompute: matmuls, scans, big reductions."""
+    if isinstance(op, (A.DotOp, A.ScanOp, A.ArgReduceOp)):
+        return True
+    if isinstance(op, A.ReduceOp):
+        return nbytes(op.input) > 4 * nbytes(op.result)
+    return False
+
+
+@dataclass
+class Partition:
+    forward: ModuleOp
+    backward: ModuleOp
+    fwd_results: list[int]  # result positions the forward computes
+    bwd_results: list[int]  # result positions the backward computes
+    saved: list[tuple[str, tuple[int, ...], str, int]]  # (op, shape, dtype, bytes)
+    strategy: str
+    saved_bytes: int
+    saved_bytes_save_all: int
+    saved_bytes_min_cut: int
+    recomputed: list[str] = field(default_factory=list)  # forward ops run again in the backward
+    budget: float | None = None
+    note: str = ""
+
+    def describe(self) -> str:
+        lines = [f"partition: {self.strategy}, saved {self.saved_bytes} bytes "
+                 f"(save_all {self.saved_bytes_save_all}, min_cut {self.saved_bytes_min_cut})"]
+        for name, shape, dt, b in self.saved:
+            lines.append(f"  saved {name} {dt}{list(shape)}: {b} bytes")
+        if self.recomputed:
+            lines.append("  recomputed in the backward: " + ", ".join(self.recomputed))
+        if self.note:
+            lines.append("  " + self.note)
+        return "\n".join(lines)
+
+
+def _split(block: Block) -> tuple[list[Operation], list[Operation], func.ReturnOp]:
+    ret = block.last_op
+    assert isinstance(ret, func.ReturnOp)
+    fwd, bwd = [], []
+    bwd_vals: set[SSAValue] = set()
+    for op in block.ops:
+        if op is ret:
+            continue
+        if op.attributes.get(BWD) is not None or any(o in bwd_vals for o in op.operands):
+            bwd.append(op)
+            bwd_vals.update(op.results)
+        else:
+            fwd.append(op)
+    return fwd, bwd, ret
+
+
+def has_backward(module: ModuleOp) -> bool:
+    return any(op.attributes.get(BWD) is not None for op in module.walk())
+
+
+def _needed_by(values, stop: set[SSAValue]) -> list[Operation]:
+    """Forward ops that compute `values` from `stop` and the arguments, in
+    program order."""
+    seen: set[Operation] = set()
+    order: list[Operation] = []
+    stack = [v for v in values if v not in stop]
+    while stack:
+        v = stack.pop()
+        op = v.owner
+        if not isinstance(op, Operation) or op in seen:
+            continue
+        seen.add(op)
+        order.append(op)
+        stack.extend(o for o in op.operands if o not in stop)
+    return order
+
+
+_VIEWS = (A.BroadcastOp, A.ReshapeOp, A.TransposeOp, A.SliceOp)
+
+
+def _materialized(values: list[SSAValue], args: set[SSAValue]) -> list[SSAValue]:
+    """What saving `values` stores: views (broadcast, reshape, transpose,
+    slice — index maps, never copies) save their source instead; inputs and
+    values computed from constants alone cost nothing."""
+    out: list[SSAValue] = []
+
+    def free(v: SSAValue) -> bool:
+        op = v.owner
+        if not isinstance(op, Operation):
+            return v in args
+        if isinstance(op, (A.ConstantOp, A.IotaOp)):
+            return True
+        return isinstance(op, _VIEWS) and free(op.operands[0])
+
+    for v in values:
+        while isinstance(v.owner, _VIEWS):
+            v = v.owner.operands[0]
+        if not free(v) and v not in out:
+            out.append(v)
+    return out
+
+
+def _min_cut(fwd: list[Operation], crossing: list[SSAValue], fwd_outs: set[SSAValue],
+             args, bans: bool) -> list[SSAValue]:
+    import networkx as nx
+
+    g = nx.DiGraph()
+    g.add_node("source")
+    g.add_node("sink")
+    required_fw = {op for op in _needed_by(list(fwd_outs), set())}
+    for a in args:
+        g.add_edge("source", ("in", a))
+        g.add_edge(("in", a), ("out", a), capacity=0)
+    for op in fwd:
+        for r in op.results:
+            if bans and op in required_fw and _banned(op):
+                g.add_edge("source", ("in", r))
+            if op.attributes.get(REMAT) is not None:
+                g.add_edge(("in", r), ("out", r))  # infinite: never saved
+            else:
+                g.add_edge(("in", r), ("out", r), capacity=nbytes(r))
+            for o in op.operands:
+                g.add_edge(("out", o), ("in", r))
+    for v in crossing:
+        g.add_edge(("out", v), "sink")
+    _, (reach, _) = nx.minimum_cut(g, "source", "sink")
+    saved = []
+    for op in fwd:
+        for r in op.results:
+            if ("in", r) in reach and ("out", r) not in reach:
+                saved.append(r)
+    return saved
+
+
+def partition(module: ModuleOp, strategy: str = "min_cut",
+              memory_budget: float | None = None) -> Partition | None:
+    """Cut the joint function of `module` (one func) in two; None when it has
+    no backward ops."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"partition strategy must be one of {STRATEGIES}, got {strategy!r}")
+    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    block = f.body.blocks[0]
+    fwd, bwd, ret = _split(block)
+    if not bwd:
+        return None
+    fwd_set = set(fwd)
+    bwd_set = set(bwd)
+    args = list(block.args)
+    crossing: list[SSAValue] = []
+    for op in bwd:
+        for o in op.operands:
+            if isinstance(o.owner, Operation) and o.owner in fwd_set and o not in crossing:
+                crossing.append(o)
+    fwd_results = [i for i, v in enumerate(ret.arguments)
+                   if not (isinstance(v.owner, Operation) and v.owner in bwd_set)]
+    bwd_results = [i for i in range(len(ret.arguments)) if i not in fwd_results]
+    fwd_outs = {ret.arguments[i] for i in fwd_results}
+
+    def cost(saved):
+        return sum(nbytes(v) for v in saved)
+
+    save_all = _materialized(crossing, set(args))
+    cut = _min_cut(fwd, crossing, fwd_outs, args, bans=True)
+    note = ""
+    if memory_budget is None:
+        chosen, saved, name = "min_cut", cut, "min_cut"
+    else:
+        limit = memory_budget * cost(save_all)
+        cands = [("save_all", save_all), ("min_cut", cut)]
+        if cost(cut) > limit:
+            cands.append(("min_cut_recompute_all", _min_cut(fwd, crossing, fwd_outs, args, bans=False)))
+        fits = [(n, s) for n, s in cands if cost(s) <= limit]
+        if fits:
+            name, saved = fits[0]
+        else:
+            name, saved = min(cands, key=lambda c: cost(c[1]))
+            note = (f"memory_budget {memory_budget} ({int(limit)} bytes) not met: the least "
+                    f"any partition saves is {cost(saved)} bytes (values the backward needs "
+                    "that cannot be recomputed from the inputs)")
+        chosen = name
+    if strategy == "save_all":
+        chosen, saved = "save_all", save_all
+    saved_set = set(saved)
+
+    # the forward: what the outputs and the saved values need
+    fwd_needed = set(_needed_by([ret.arguments[i] for i in fwd_results] + saved, set(args)))
+    f_ops = [op for op in fwd if op in fwd_needed]
+    fmod = _build(args, f_ops, [ret.arguments[i] for i in fwd_results] + saved)
+    # the backward: recompute what it reads and was not saved, then its ops
+    re_ops = set(_needed_by(crossing, saved_set | set(args)))
+    recompute = [op for op in fwd if op in re_ops]
+    bargs = args + saved
+    bmod = _build(bargs, recompute + bwd, [ret.arguments[i] for i in bwd_results])
+    return Partition(
+        fmod, bmod, fwd_results, bwd_results,
+        [(v.owner.name if isinstance(v.owner, Operation) else "arg", tuple(v.type.get_shape()),
+          str(v.type.element_type), nbytes(v)) for v in saved],
+        chosen, cost(saved), cost(save_all), cost(cut),
+        [op.name if not isinstance(op, A.UfuncOp) else f"array.ufunc {op.fn.data}"
+         for op in recompute if not isinstance(op, (A.ConstantOp, A.BroadcastOp))],
+        memory_budget, note)
+
+
+def _build(args: list[SSAValue], ops: list[Operation], results: list[SSAValue]) -> ModuleOp:
+    block = Block(arg_types=[a.type for a in args])
+    vmap: dict[SSAValue, SSAValue] = dict(zip(args, block.args))
+    for op in ops:
+        c = op.clone(value_mapper=vmap)
+        for name in (BWD, REMAT):
+            c.attributes.pop(name, None)
+        block.add_op(c)
+    block.add_op(func.ReturnOp(*[vmap[v] for v in results]))
+    fn = func.FuncOp("main", ([a.type for a in args], [v.type for v in results]), Region(block))
+    return ModuleOp([fn])
