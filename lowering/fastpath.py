@@ -3,16 +3,24 @@ positional arrays/floats and whose program is a CPU program, generate one
 straight-line Python function — guard, allocations, kernel launches, results —
 so a cached call does no generic work (no pytree walk, no plan
 interpretation). Anything it cannot handle returns MISS and takes the
-general path."""
+general path.
+
+Where the entry is all exact ndarrays, allocations and single-threaded
+kernels, the call is compiled once more, natively (`lowering/codegen/entry.py`,
+`runtime/native.py`): a builtin whose guard misses tail-call the Python
+function below, so both always agree. `LOWERING_NATIVE_ENTRY=0` turns it off."""
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 MISS = object()
+_entry_ids = itertools.count()
 
 
 def flat_positional(treedef: Any, n: int) -> bool:
@@ -53,7 +61,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             return None
         ns.update(c.constants())
         conds.append(c.expr())
-    lines = ["def fast(L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
+    lines = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
     for i, b in enumerate(seg.bindings):
         if not isinstance(b, int):
             return None
@@ -109,4 +117,62 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     exec(compile(src, "<lowering fast call>", "exec"), ns)
     fast = ns["fast"]
     fast.source = src  # type: ignore[attr-defined]
+    from runtime import native
+
+    if native.enabled():
+        entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast)
+        if entry is not None:
+            return entry
     return fast
+
+
+def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) -> Callable | None:
+    """The native builtin for this entry, or None where it does not apply:
+    an argument that is not an exact ndarray of a canonical dtype, an extern
+    or a multi-threaded kernel, an output converted to a Python scalar."""
+    from runtime import native
+    from runtime.memory import PAGE, POOL
+
+    from .codegen.entry import Alloc, ArgCheck, EntrySpec, Launch, entry_ir
+
+    pool_empty = POOL.empty  # one bound method: the entry embeds its address
+    keep: list = [pool_empty]
+    checks = []
+    for c in guards.checks:
+        if c.kind != "array" or c.where != "L":
+            return None
+        dt, shape, layout, writeable = c.expected
+        canon = np.dtype(dt.type)
+        if canon != dt:  # byte-swapped, structured, flexible
+            return None
+        keep.append(canon)
+        checks.append(ArgCheck(c.index, id(canon), tuple(shape),
+                               layout if isinstance(layout, str) else tuple(layout[1]), writeable))
+    if guards.no_overlap or sorted(c.arg for c in checks) != list(range(n)):
+        return None
+    if any(scalar for _, scalar in outs):
+        return None
+    allocs, launches = [], []
+    for st in prog.steps:
+        if st.kind == "alloc":
+            slot, shape, dtype = st.args
+            d, shape = np.dtype(dtype), tuple(int(s) for s in shape)
+            keep += [d, shape]
+            call = None
+            if d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
+                call = (id(pool_empty), id(shape), id(d))
+            allocs.append(Alloc(slot, shape, id(d), call))
+        elif st.kind == "kernel":
+            fn, bufs, work, threads, _ptrs = st.args
+            if threads > 1:
+                return None
+            keep.append(fn)
+            launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work))
+        else:
+            return None
+    name = f"lowering_entry_{next(_entry_ids)}"
+    spec = EntrySpec(name, n, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
+                     tuple(s for s, _ in outs), as_tuple, id(fast))
+    text = entry_ir(spec, native.abi())
+    owner = native.NativeEntry(name, fast, keep, text, spec)
+    return owner.builtin(native.jit_entry(text, name))

@@ -1,0 +1,251 @@
+"""The LLVM IR of a native entry: a cached call of a compiled program as one
+C function with CPython's METH_FASTCALL signature,
+
+    PyObject *entry(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+
+It checks the guards on the arguments' array objects (exact ndarray type,
+the canonical descr, shape, layout, writeable), allocates the outputs
+(numpy's `PyArray_NewFromDescr`, or a Python allocator for pooled buffers),
+calls the kernels directly (`void k(i64 start, i64 stop, i8** objs, i64*)`,
+with a stack array of the buffers' objects) and returns the output or a tuple
+of them. On any guard mismatch it tail-calls the fallback with the same
+arguments (`PyObject_Vectorcall`), so it can only miss, never be wrong.
+
+The entry is pure data in (an `EntrySpec` of addresses and shapes), text
+out; `runtime/native.py` supplies the array ABI, registers the C-API
+symbols declared here and turns the compiled address into a builtin."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from runtime.native import (
+    NPY_ARRAY_C_CONTIGUOUS,
+    NPY_ARRAY_F_CONTIGUOUS,
+    NPY_ARRAY_WRITEABLE,
+    ArrayAbi,
+)
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+OBJ = ir.IntType(8).as_pointer()  # PyObject*
+KERNEL = ir.FunctionType(ir.VoidType(), [I64, I64, OBJ.as_pointer(), I64.as_pointer()])
+
+
+@dataclass(frozen=True)
+class ArgCheck:
+    """args[arg] must be an exact ndarray with this descr (an address: a
+    different but equal descr misses), shape and layout ("C", "F" or a
+    tuple of byte strides)."""
+
+    arg: int
+    descr: int
+    shape: tuple[int, ...]
+    layout: str | tuple[int, ...]
+    writeable: bool
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """A fresh C-contiguous array for `slot`: `PyArray_NewFromDescr`, or,
+    when `call` is set, `call[0](*call[1:])` (a Python allocator and its
+    arguments, all addresses of live objects)."""
+
+    slot: int
+    shape: tuple[int, ...]
+    descr: int
+    call: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Launch:
+    fn: int  # the kernel's address
+    slots: tuple[int, ...]  # its buffers, in the kernel's order
+    work: int
+
+
+@dataclass(frozen=True)
+class EntrySpec:
+    name: str
+    nargs: int
+    checks: tuple[ArgCheck, ...]
+    inputs: tuple[int, ...]  # slot i is args[inputs[i]]
+    allocs: tuple[Alloc, ...]
+    launches: tuple[Launch, ...]
+    outputs: tuple[int, ...]  # slots returned, in order
+    as_tuple: bool  # return a tuple (even of one) rather than the one output
+    fallback: int  # the callable a miss goes to
+
+
+def const(ty: ir.Type, v: int) -> ir.Constant:
+    return ir.Constant(ty, v)
+
+
+def address(v: int) -> ir.Value:
+    """A live object's address, as a constant PyObject*."""
+    return const(I64, v).inttoptr(OBJ)
+
+
+class EntryCodegen:
+    def __init__(self, spec: EntrySpec, abi: ArrayAbi):
+        self.spec, self.abi = spec, abi
+        self.module = ir.Module(name=spec.name)
+        m = self.module
+
+        def declare(name: str, ret: ir.Type, *args: ir.Type) -> ir.Function:
+            return ir.Function(m, ir.FunctionType(ret, list(args)), name)
+
+        self.incref = declare("Py_IncRef", ir.VoidType(), OBJ)
+        self.decref = declare("Py_DecRef", ir.VoidType(), OBJ)
+        self.vectorcall = declare("PyObject_Vectorcall", OBJ, OBJ, OBJ.as_pointer(), I64, OBJ)
+        self.tuple_new = declare("PyTuple_New", OBJ, I64)
+        self.tuple_set = declare("PyTuple_SetItem", I32, OBJ, I64, OBJ)
+        self.new_array = declare("PyArray_NewFromDescr", OBJ, OBJ, OBJ, I32, I64.as_pointer(),
+                                 I64.as_pointer(), OBJ, I32, OBJ)
+        self.fn = ir.Function(m, ir.FunctionType(OBJ, [OBJ, OBJ.as_pointer(), I64]), spec.name)
+        self._globals = 0
+
+    # ---- helpers -----------------------------------------------------------
+    def field(self, obj: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
+        b = self.b
+        return b.load(b.bitcast(b.gep(obj, [const(I64, offset)]), ty.as_pointer()))
+
+    def require(self, cond: ir.Value, what: str) -> None:
+        """Continue in a fresh block when cond holds; else go to the miss."""
+        ok = self.fn.append_basic_block(what)
+        self.b.cbranch(cond, ok, self.miss)
+        self.b.position_at_end(ok)
+
+    def table(self, ty: ir.Type, values: list[ir.Constant], what: str) -> ir.Value:
+        """A private constant array; a pointer to its first element."""
+        arr = ir.ArrayType(ty, len(values))
+        g = ir.GlobalVariable(self.module, arr, f"{what}{self._globals}")
+        self._globals += 1
+        g.linkage, g.global_constant = "private", True
+        g.initializer = ir.Constant(arr, values)
+        return self.b.gep(g, [const(I64, 0), const(I64, 0)])
+
+    def or_fail(self, v: ir.Value, owned: list[ir.Value]) -> None:
+        """Continue when v (a new reference) is not NULL; else drop the
+        references made so far and return NULL (the failed call already set
+        the exception)."""
+        b = self.b
+        fail = self.fn.append_basic_block("fail")
+        ok = self.fn.append_basic_block("ok")
+        b.cbranch(b.icmp_unsigned("==", v, ir.Constant(OBJ, None)), fail, ok)
+        b.position_at_end(fail)
+        for o in owned:
+            b.call(self.decref, [o])
+        b.ret(ir.Constant(OBJ, None))
+        b.position_at_end(ok)
+
+    # ---- the entry ---------------------------------------------------------
+    def emit(self) -> str:
+        spec = self.spec
+        _self, args, nargs = self.fn.args
+        entry = self.fn.append_basic_block("entry")
+        self.miss = self.fn.append_basic_block("miss")
+        b = self.b = ir.IRBuilder(self.miss)
+        r = b.call(self.vectorcall, [address(spec.fallback), args, nargs, ir.Constant(OBJ, None)],
+                   tail=True)
+        b.ret(r)
+
+        b.position_at_end(entry)
+        width = max([len(k.slots) for k in spec.launches] + [1])
+        objs = b.alloca(ir.ArrayType(OBJ, width), name="objs")
+        self.require(b.icmp_signed("==", nargs, const(I64, spec.nargs)), "nargs")
+        argv = {c.arg: b.load(b.gep(args, [const(I64, c.arg)])) for c in spec.checks}
+        for c in spec.checks:
+            self.check(c, argv[c.arg])
+
+        vals: dict[int, ir.Value] = {i: argv[a] for i, a in enumerate(spec.inputs)}
+        owned: list[ir.Value] = []
+        for al in spec.allocs:
+            v = self.alloc(al)
+            self.or_fail(v, owned)
+            vals[al.slot] = v
+            owned.append(v)
+
+        base = b.gep(objs, [const(I64, 0), const(I64, 0)])
+        for k in spec.launches:
+            if k.work <= 0:
+                continue
+            for j, s in enumerate(k.slots):
+                b.store(vals[s], b.gep(base, [const(I64, j)]))
+            b.call(b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel"),
+                   [const(I64, 0), const(I64, k.work), base, ir.Constant(I64.as_pointer(), None)])
+
+        for al in spec.allocs:
+            if al.slot not in spec.outputs:
+                b.call(self.decref, [vals[al.slot]])
+        outs = [vals[s] for s in spec.outputs]
+        if not spec.as_tuple:
+            b.ret(outs[0])
+            return str(self.module)
+        t = b.call(self.tuple_new, [const(I64, len(outs))])
+        self.or_fail(t, outs)
+        for i, v in enumerate(outs):
+            b.call(self.tuple_set, [t, const(I64, i), v])  # steals v; cannot fail here
+        b.ret(t)
+        return str(self.module)
+
+    def check(self, c: ArgCheck, obj: ir.Value) -> None:
+        b, abi = self.b, self.abi
+        is_array = b.icmp_unsigned("==", self.field(obj, abi.ob_type, OBJ), address(abi.array_type))
+        self.require(is_array, f"arg{c.arg}.ndarray")
+        # an exact ndarray: its descr, nd and flags can be read
+        flags = self.field(obj, abi.flags, I32)
+        conds = [b.icmp_unsigned("==", self.field(obj, abi.descr, OBJ), address(c.descr)),
+                 b.icmp_signed("==", self.field(obj, abi.nd, I32), const(I32, len(c.shape)))]
+        if c.layout == "C":
+            conds.append(self.flag(flags, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_C_CONTIGUOUS))
+        elif c.layout == "F":  # the Python guard's `f_contiguous and not c_contiguous`
+            conds.append(self.flag(flags, NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_F_CONTIGUOUS,
+                                   NPY_ARRAY_F_CONTIGUOUS))
+        if c.writeable:
+            conds.append(self.flag(flags, NPY_ARRAY_WRITEABLE, NPY_ARRAY_WRITEABLE))
+        self.require(self.all(conds), f"arg{c.arg}.descr")
+        if not c.shape:
+            return
+        # nd matches: dimensions (and strides) hold nd entries each
+        dims = self.field(obj, abi.dims, I64.as_pointer())
+        conds = [b.icmp_signed("==", b.load(b.gep(dims, [const(I64, d)])), const(I64, n))
+                 for d, n in enumerate(c.shape)]
+        if not isinstance(c.layout, str):
+            strides = self.field(obj, abi.strides, I64.as_pointer())
+            conds += [b.icmp_signed("==", b.load(b.gep(strides, [const(I64, d)])), const(I64, s))
+                      for d, s in enumerate(c.layout)]
+        self.require(self.all(conds), f"arg{c.arg}.shape")
+
+    def flag(self, flags: ir.Value, mask: int, want: int) -> ir.Value:
+        b = self.b
+        return b.icmp_unsigned("==", b.and_(flags, const(I32, mask)), const(I32, want))
+
+    def all(self, conds: list[ir.Value]) -> ir.Value:
+        acc = conds[0]
+        for c in conds[1:]:
+            acc = self.b.and_(acc, c)
+        return acc
+
+    def alloc(self, al: Alloc) -> ir.Value:
+        b = self.b
+        if al.call is not None:
+            fn, *call_args = al.call
+            argv = self.table(OBJ, [address(a) for a in call_args], "callargs")
+            return b.call(self.vectorcall, [address(fn), argv, const(I64, len(call_args)),
+                                            ir.Constant(OBJ, None)])
+        descr = address(al.descr)
+        b.call(self.incref, [descr])  # PyArray_NewFromDescr steals it, even on failure
+        dims = (self.table(I64, [const(I64, n) for n in al.shape], "shape") if al.shape
+                else ir.Constant(I64.as_pointer(), None))
+        null = ir.Constant(OBJ, None)
+        # (subtype, descr, nd, dims, strides: C order, data: allocate, flags, obj)
+        return b.call(self.new_array, [address(self.abi.array_type), descr,
+                                       const(I32, len(al.shape)), dims,
+                                       ir.Constant(I64.as_pointer(), None), null, const(I32, 0),
+                                       null])
+
+
+def entry_ir(spec: EntrySpec, abi: ArrayAbi) -> str:
+    return EntryCodegen(spec, abi).emit()

@@ -1,0 +1,307 @@
+"""Native entries (runtime/native.py, lowering/codegen/entry.py): a cached
+call as one JIT-compiled builtin. It must give numpy's results, miss (never
+be wrong) on any argument the guards did not see, and hold no reference it
+does not own."""
+
+import gc
+import sys
+import tracemalloc
+import types
+
+import numpy as np
+import pytest
+
+import lowering
+from lowering.codegen.entry import Alloc, ArgCheck, EntrySpec, entry_ir
+from runtime import native
+
+pytestmark = pytest.mark.skipif(not native.supported()[0], reason=native.supported()[1])
+
+F32 = np.dtype(np.float32)
+
+
+def axpb(x):
+    return x * 2 + 1
+
+
+def is_native(f) -> bool:
+    return type(f._fast) is types.BuiltinFunctionType
+
+
+def compiled(fn, *args):
+    f = lowering.compile(fn, backend="cpu")
+    f(*args)
+    return f
+
+
+def x16():
+    return np.random.default_rng(0).standard_normal(16, dtype=np.float32)
+
+
+def same(a, b) -> bool:
+    """Equal bitwise, with the same type, dtype and shape."""
+    if isinstance(a, tuple):
+        return type(b) is tuple and len(a) == len(b) and all(map(same, a, b))
+    return (type(a) is type(b) and a.dtype == b.dtype and a.shape == b.shape
+            and a.tobytes() == b.tobytes())
+
+
+def test_w6_is_native_and_bitwise_equal_to_numpy():
+    x = x16()
+    f = compiled(axpb, x)
+    assert is_native(f)
+    assert f._fast.__self__.source.startswith("def fast(*L):")
+    for _ in range(3):
+        assert same(f(x), axpb(x))
+    assert f.stats["compiles"] == 1 and f.stats["cache_hits"] == 3
+
+
+def test_switched_off_by_the_environment(monkeypatch):
+    monkeypatch.setenv("LOWERING_NATIVE_ENTRY", "0")
+    x = x16()
+    f = compiled(axpb, x)
+    assert type(f._fast) is types.FunctionType
+    assert same(f(x), axpb(x))
+
+
+class Sub(np.ndarray):
+    pass
+
+
+def _misses():
+    x = x16()
+    base = np.random.default_rng(1).standard_normal(32, dtype=np.float32)
+    ro = x.copy()
+    ro.flags.writeable = False
+    return {
+        "shape": np.ones(17, np.float32),
+        "dtype": x.astype(np.float64),
+        "non-contiguous view": base[::2],
+        "subclass": x.view(Sub),
+        "byte-swapped": x.astype(">f4"),
+        "read-only": ro,
+        "0-d": np.float32(3)[()],
+        "python float": 2.5,
+    }
+
+
+def outcome(f, *args):
+    try:
+        return "ok", f(*args)
+    except Exception as e:  # noqa: BLE001 - the kind of failure is what is compared
+        return "raises", type(e)
+
+
+def same_outcome(a, b) -> bool:
+    if a[0] != b[0]:
+        return False
+    if a[0] == "raises":
+        return a[1] is b[1]
+    x, y = a[1], b[1]
+    return same(x, y) if isinstance(x, (np.ndarray, tuple)) else type(x) is type(y) and x == y
+
+
+@pytest.mark.parametrize("case", list(_misses()))
+def test_guard_miss_falls_back_to_the_general_path(case, monkeypatch):
+    x = x16()
+    f = compiled(axpb, x)
+    assert is_native(f)
+    y = _misses()[case]
+    got = outcome(f, y)
+    monkeypatch.setenv("LOWERING_NATIVE_ENTRY", "0")
+    plain = compiled(axpb, x)
+    assert type(plain._fast) is types.FunctionType
+    assert same_outcome(got, outcome(plain, y))  # whatever the general path does
+    if got[0] == "ok":
+        assert same_outcome(got, ("ok", axpb(y)))
+    assert f.stats["cache_hits"] == 0  # no entry took it (a recompile or an eager call)
+    assert same(f(x), axpb(x))  # the native entry still serves its own arguments
+
+
+def test_equal_but_different_descr_misses_natively_and_hits_in_python():
+    x = x16()
+    f = compiled(axpb, x)
+    other = np.dtype("f4").newbyteorder("=")
+    assert other == F32 and other is not F32
+    y = x.view(other)
+    assert same(f(y), axpb(y))
+    assert f.stats["compiles"] == 1 and f.stats["cache_hits"] == 1
+
+
+def test_python_list_takes_the_general_path():
+    f = compiled(lambda x: np.asarray(x, np.float32) * 2 + 1, x16())
+    lst = [float(v) for v in range(16)]
+    assert same(f(lst), np.asarray(lst, np.float32) * 2 + 1)
+    assert f.stats["compiles"] == 2
+
+
+def test_different_argument_count_falls_back():
+    def g(x, y=1.0):
+        return x * 2 + y
+
+    x = x16()
+    f = compiled(g, x)
+    assert is_native(f)
+    assert same(f(x, 3.0), g(x, 3.0))
+    assert same(f(x), g(x))
+    assert f.stats["compiles"] == 2
+
+
+def test_two_arguments_and_multiple_outputs():
+    def g(x, y):
+        return x + y, x * y
+
+    x, y = x16(), x16()[::-1].copy()
+    f = compiled(g, x, y)
+    assert is_native(f)
+    assert same(f(x, y), g(x, y))
+    assert same(f(y, x), g(y, x))
+    assert same(f(x, x), g(x, x))  # the same array twice: no alias guard to fail
+    one = compiled(lambda x: (x + 1,), x)
+    assert is_native(one) and same(one(x), (x + 1,))
+
+
+@pytest.mark.parametrize("layout", ["F", "strided"])
+def test_other_layouts(layout):
+    a = np.random.default_rng(2).standard_normal((6, 8), dtype=np.float32)
+    x = a.T if layout == "F" else a[:, ::2]
+    f = compiled(axpb, x)
+    assert is_native(f)
+    assert same(f(x), axpb(x))
+    c = np.ascontiguousarray(x)
+    assert same(f(c), axpb(c))  # C layout: a guard miss
+    assert f.stats["compiles"] == 2
+
+
+def test_output_is_fresh_every_call():
+    x = x16()
+    f = compiled(axpb, x)
+    r1, r2 = f(x), f(x)
+    assert r1 is not r2 and not np.shares_memory(r1, r2)
+    assert r1.flags.owndata and r1.flags.writeable and r1.flags.c_contiguous
+    r1[:] = 0
+    assert same(r2, axpb(x))
+    assert sys.getrefcount(r2) == 2  # ours alone (+ the argument)
+
+
+def test_scalar_outputs_stay_on_the_python_path():
+    f = compiled(lambda x: x.sum(), x16())
+    assert type(f._fast) is types.FunctionType
+    assert f(x16()) == x16().sum()
+
+
+def test_pooled_output_and_a_temporary():
+    x = np.random.default_rng(3).standard_normal((32, 32), dtype=np.float32)  # 4 KiB: pooled
+    g = lambda x: (x + 1).sum(axis=0) * x
+    f = compiled(g, x)
+    assert is_native(f)
+    spec = f._fast.__self__.spec
+    assert any(a.call is not None for a in spec.allocs) and len(spec.allocs) > len(spec.outputs)
+    np.testing.assert_allclose(f(x), g(x), rtol=1e-6)
+
+
+def _rss() -> int:
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * 4096
+    except OSError:
+        return 0
+
+
+@pytest.mark.parametrize("which", ["w6", "tuple", "temporary", "miss"])
+def test_no_reference_or_memory_leak(which):
+    x, y = x16(), x16()[::-1].copy()
+    if which == "w6":
+        f, args = compiled(axpb, x), (x,)
+    elif which == "tuple":
+        f, args = compiled(lambda x, y: (x + y, x * y), x, y), (x, y)
+    elif which == "temporary":
+        x = np.random.default_rng(4).standard_normal((4, 8), dtype=np.float32)
+        f, args = compiled(lambda x: (x + 1).sum(axis=0) * x, x), (x,)
+    else:  # a native miss that the Python fast function serves
+        f = compiled(axpb, x)
+        args = (x.view(np.dtype("f4").newbyteorder("=")),)
+    assert is_native(f)
+    n = 100_000
+    for _ in range(1000):
+        f(*args)
+    gc.collect()
+    counts = [sys.getrefcount(a) for a in args] + [sys.getrefcount(F32)]
+    rss = _rss()
+    for _ in range(n):
+        f(*args)
+    assert [sys.getrefcount(a) for a in args] + [sys.getrefcount(F32)] == counts
+    assert _rss() - rss < 4 << 20  # a leaked 16-float array a call would be > 10 MiB
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for _ in range(n // 10):
+            f(*args)
+        assert tracemalloc.get_traced_memory()[0] - before < 64 << 10
+    finally:
+        tracemalloc.stop()
+
+
+def _entry(spec: EntrySpec, fallback, keep):
+    text = entry_ir(spec, native.abi())
+    owner = native.NativeEntry(spec.name, fallback, keep, text, spec)
+    return owner.builtin(native.jit_entry(text, spec.name))
+
+
+def test_allocation_failure_raises_and_releases_what_was_allocated():
+    def no_memory(*_):
+        raise MemoryError("test")
+
+    def fallback(*args):
+        raise ValueError(f"fallback with {len(args)} args")
+
+    shape = (4,)
+    check = ArgCheck(0, id(F32), shape, "C", False)
+    allocs = (Alloc(1, shape, id(F32)), Alloc(2, shape, id(F32), (id(no_memory), id(shape))))
+    spec = EntrySpec("test_entry_alloc_failure", 1, (check,), (0,), allocs, (), (1, 2), True,
+                     id(fallback))
+    entry = _entry(spec, fallback, [no_memory, shape, fallback])
+    x = np.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="fallback with 2 args"):
+        entry(x, x)  # a miss reaches the fallback, its exception comes back
+    with pytest.raises(ValueError, match="fallback with 1 args"):
+        entry(np.zeros(5, np.float32))
+    before = sys.getrefcount(F32), sys.getrefcount(x)
+    tracemalloc.start()
+    try:
+        for _ in range(2):
+            with pytest.raises(MemoryError, match="test"):
+                entry(x)
+        mem = tracemalloc.get_traced_memory()[0]
+        for _ in range(10_000):
+            try:
+                entry(x)
+            except MemoryError:
+                pass
+        assert tracemalloc.get_traced_memory()[0] - mem < 64 << 10
+    finally:
+        tracemalloc.stop()
+    assert (sys.getrefcount(F32), sys.getrefcount(x)) == before
+
+
+def test_entry_outlives_nothing_it_points_at():
+    x = x16()
+    f = compiled(axpb, x)
+    entry = f._fast
+    del f
+    gc.collect()
+    assert same(entry(x), axpb(x))  # the builtin keeps its owner and fallback alive
+    assert entry.__self__.fallback is not None
+
+
+def test_zero_d_array_argument():
+    def g(x, s):
+        return x * s
+
+    x, s = x16(), np.array(3, np.float32)
+    f = compiled(g, x, s)
+    assert is_native(f)
+    assert same(f(x, s), g(x, s))
+    t = np.array([3], np.float32)  # rank 1: a miss
+    assert same(f(x, t), g(x, t))
+    assert f.stats["compiles"] == 2
