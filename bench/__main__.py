@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import env
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
 ALL_PEERS = ("lowering", "numpy", "numexpr", "numba", "jax", "torch")
 COMPILE_LATENCY_WORKLOADS = ("W1", "W5")
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -89,6 +89,27 @@ def mlp_step(X, labels, W1, b1, W2, b2):
     return loss, dW1, db1, dW2, db2
 
 
+# ---- W8: the same MLP step, its gradient by automatic differentiation --------
+def mlp_grad_step(X, labels, W1, b1, W2, b2):
+    """W8 the gradient of W5's forward (`bench.models.mlp_loss`) by automatic
+    differentiation. This plain version is numpy + HIPS autograd (the
+    baseline); lowering runs `compile(value_and_grad(mlp_loss))`, torch
+    `torch.compile(torch.func.grad_and_value(...))`, jax `jit(value_and_grad)`.
+    Returns (loss, dW1, db1, dW2, db2) like W5."""
+    import autograd
+    import autograd.numpy as anp
+
+    def loss(W1, b1, W2, b2):
+        h = anp.maximum(anp.dot(X, W1) + b1, 0)
+        logits = anp.dot(h, W2) + b2
+        shifted = logits - anp.max(logits, axis=1, keepdims=True)
+        logp = shifted - anp.log(anp.sum(anp.exp(shifted), axis=1, keepdims=True))
+        return -anp.mean(logp[anp.arange(X.shape[0]), labels])
+
+    value, grads = autograd.value_and_grad(loss, argnum=(0, 1, 2, 3))(W1, b1, W2, b2)
+    return (value, *grads)
+
+
 # ---- W6: dispatch ----------------------------------------------------------
 def axpb(x):
     """W6 dispatch: `x*2+1` on 16 elements, timed per call."""
@@ -190,6 +211,16 @@ WORKLOADS: dict[str, Workload] = {
             "W5",
             "MLP train step",
             mlp_step,
+            memory_bound=False,
+            build={
+                "full": lambda: _mlp_inputs(256, 784, 1024, 10),
+                "small": lambda: _mlp_inputs(64, 784, 256, 10),
+            },
+        ),
+        Workload(
+            "W8",
+            "MLP train step, autodiff",
+            mlp_grad_step,
             memory_bound=False,
             build={
                 "full": lambda: _mlp_inputs(256, 784, 1024, 10),

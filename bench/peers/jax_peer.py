@@ -51,6 +51,19 @@ def _functions():
     def axpb(x):
         return x * 2 + 1
 
+    def mlp_loss(X, labels, W1, b1, W2, b2):
+        h = jnp.maximum(X @ W1 + b1, 0)
+        logits = h @ W2 + b2
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        logp = shifted - jnp.log(jnp.exp(shifted).sum(axis=1, keepdims=True))
+        return -logp[jnp.arange(X.shape[0]), labels].mean()
+
+    def mlp_grad_step(X, labels, W1, b1, W2, b2):
+        import jax
+
+        value, grads = jax.value_and_grad(mlp_loss, argnums=(2, 3, 4, 5))(X, labels, W1, b1, W2, b2)
+        return (value, *grads)
+
     def cnd(d):
         k = 1.0 / (1.0 + 0.2316419 * jnp.abs(d))
         ret = (
@@ -76,6 +89,7 @@ def _functions():
         "W5": mlp_step,
         "W6": axpb,
         "W7": black_scholes,
+        "W8": mlp_grad_step,
     }
 
 

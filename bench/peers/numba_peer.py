@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import workloads as W
-from .base import Peer
+from .base import NotExpressible, Peer
 
 f32 = np.float32
 LN_EPS, RMS_EPS = f32(W.LN_EPS), f32(W.RMS_EPS)
@@ -197,6 +197,8 @@ class NumbaPeer(Peer):
         return out
 
     def prepare(self, w, inputs):
+        if w.key not in _kernels():
+            raise NotExpressible("numba has no automatic differentiation")
         kernel = _kernels()[w.key]
         return lambda: kernel(*inputs)
 

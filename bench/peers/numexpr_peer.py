@@ -109,5 +109,5 @@ class NumexprPeer(Peer):
             "W7": black_scholes,
         }.get(w.key)
         if impl is None:
-            raise NotExpressible("matmul and fancy-index gather/scatter have no numexpr form")
+            raise NotExpressible("numexpr has no matmul, fancy-index gather/scatter or autodiff")
         return lambda: impl(*inputs)
