@@ -6,7 +6,7 @@ import runpy
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ORDER = ["layernorm", "softmax", "stencil_inplace", "graph_break"]
+ORDER = ["layernorm", "softmax", "stencil_inplace", "graph_break", "mlp_train"]
 
 
 def main() -> int:

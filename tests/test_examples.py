@@ -21,6 +21,7 @@ from lowering.testing import TOLERANCES, assert_matches_numpy
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMOS = ["layernorm", "softmax", "stencil_inplace", "graph_break"]
+ALL_DEMOS = DEMOS + ["mlp_train"]
 
 
 @pytest.mark.parametrize("name", list(EXAMPLES))
@@ -88,4 +89,17 @@ def test_python_m_examples_runs_them_all():
     p = subprocess.run([sys.executable, "-m", "examples"], cwd=ROOT, capture_output=True,
                        text=True, timeout=600, env=dict(os.environ, PYTHONWARNINGS="ignore"))
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    assert p.stdout.rstrip().endswith(f"{len(DEMOS)} of {len(DEMOS)} examples match numpy")
+    assert p.stdout.rstrip().endswith(f"{len(ALL_DEMOS)} of {len(ALL_DEMOS)} examples match numpy")
+    assert "loss curves: max relative difference" in p.stdout and "-> match" in p.stdout
+
+
+def test_training_demo_matches_eager_autodiff(capsys, monkeypatch):
+    """examples/mlp_train.py: the compiled Adam step's loss curve equals the
+    eager numpy + HIPS autograd one, and the model learns."""
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    ns = runpy.run_path(str(ROOT / "examples" / "mlp_train.py"), run_name="demo")
+    monkeypatch.setitem(ns["main"].__globals__, "STEPS", 40)
+    assert ns["main"]() is True
+    out = capsys.readouterr().out
+    assert "-> match" in out and "steps/s: compiled" in out
+    assert "saved for the backward:" in out
