@@ -126,7 +126,7 @@ def main() -> bool:
     print(f"  saved for the backward: {e.saved_bytes} bytes (save-all would keep "
           f"{e.saved_bytes_save_all}); {e.kernel_count} kernels per gradient call")
     err = float(np.max(np.abs(got - want) / np.abs(want)))
-    ok = err < 1e-3 and got[-1] < 0.5 * got[0]
+    ok = bool(err < 1e-3 and got[-1] < 0.5 * got[0])
     print(f"  loss curves: max relative difference {err:.1e} "
           f"-> {'match' if ok else 'MISMATCH'}")
     return ok
