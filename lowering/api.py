@@ -27,6 +27,7 @@ from .capture.tracer import (
     apply_plan,
     fresh_results,
 )
+from .capture.traced import TracedArray
 from .config import config, logger
 from .fastpath import MISS, make_fast_call
 from .pipeline import compile_segment
@@ -95,6 +96,9 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 return r
         leaves, treedef = pytree.flatten((args, kwargs))
+        if any(isinstance(x, TracedArray) for x in leaves):
+            # called inside another trace (e.g. grad(compile(f))): inline
+            return self.fn(*args, **kwargs)
         gvals = [g.get() for g in self._arrays] + [g.get() for g in self._scalars]
         for entry in self.entries:
             if entry.guards(treedef, leaves, gvals):

@@ -420,7 +420,7 @@ class Tracer:
             link = self.links.get(a)
             if link is None or link not in vmap:
                 continue
-            a.replace_by(vmap[link])
+            a.replace_all_uses_with(vmap[link])
             for st in storages.values():
                 if st.value is a:
                     st.value = vmap[link]
