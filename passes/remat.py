@@ -29,9 +29,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
 
 from dialects import array as A
 
@@ -258,3 +260,27 @@ def _build(args: list[SSAValue], ops: list[Operation], results: list[SSAValue]) 
     block.add_op(func.ReturnOp(*[vmap[v] for v in results]))
     fn = func.FuncOp("main", ([a.type for a in args], [v.type for v in results]), Region(block))
     return ModuleOp([fn])
+
+
+@dataclass(frozen=True)
+class Remat(ModulePass):
+    """`xdsl-opt -p 'remat{strategy=min_cut}'`: replace each joint function
+    @f by @f_forward (its forward results, then the saved values) and
+    @f_backward (its arguments and the saved values -> the backward results)."""
+
+    name = "remat"
+    strategy: str = "min_cut"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
+            single = ModuleOp([f.clone()])
+            p = partition(single, self.strategy)
+            if p is None:
+                continue
+            for part, suffix in ((p.forward, "forward"), (p.backward, "backward")):
+                g = next(o for o in part.ops if isinstance(o, func.FuncOp))
+                g.detach()
+                g.sym_name = StringAttr(f"{f.sym_name.data}_{suffix}")
+                op.body.block.insert_op_before(g, f)
+            f.detach()
+            f.erase()

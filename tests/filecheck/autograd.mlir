@@ -1,0 +1,43 @@
+// RUN: xdsl-opt -p autograd %s | filecheck %s
+// RUN: xdsl-opt -p "autograd,remat{strategy=save_all}" %s | filecheck %s --check-prefix=SAVE
+// RUN: xdsl-opt -p "autograd,remat{strategy=min_cut}" %s | filecheck %s --check-prefix=CUT
+
+// `autograd` appends the gradient of the first (scalar) result with respect
+// to every float argument, its ops marked {bwd}; the integer argument gets
+// none. `remat` cuts the joint function into a forward (results + saved
+// values) and a backward: save_all saves exp's result, min_cut recomputes the
+// multiply and the exp from the inputs in the backward instead.
+
+builtin.module {
+  // CHECK-LABEL: func.func @loss
+  // CHECK-SAME: -> (tensor<f32>, tensor<4xf32>, tensor<4xf32>)
+  func.func @loss(%x: tensor<4xf32>, %w: tensor<4xf32>, %n: tensor<4xi64>) -> tensor<f32> {
+    // CHECK:      [[M:%.*]] = array.ufunc "multiply"(%x, %w)
+    // CHECK-NEXT: [[E:%.*]] = array.ufunc "exp"([[M]])
+    // CHECK-NEXT: [[S:%.*]] = array.reduce "sum" [[E]] [0]
+    // CHECK:      [[G:%.*]] = array.ufunc "multiply"({{%.*}}, [[E]]) {bwd}
+    // CHECK-NEXT: [[GX:%.*]] = array.ufunc "multiply"([[G]], %w) {bwd}
+    // CHECK-NEXT: [[GW:%.*]] = array.ufunc "multiply"([[G]], %x) {bwd}
+    // CHECK-NEXT: func.return [[S]], [[GX]], [[GW]]
+    %0 = array.ufunc "multiply"(%x, %w) : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+    %1 = array.ufunc "exp"(%0) : tensor<4xf32> -> tensor<4xf32>
+    %2 = array.reduce "sum" %1 [0] : tensor<4xf32> -> tensor<f32>
+    func.return %2 : tensor<f32>
+  }
+}
+
+// SAVE-LABEL: func.func @loss_forward
+// SAVE-SAME:  -> (tensor<f32>, tensor<4xf32>)
+// SAVE:       [[E:%.*]] = array.ufunc "exp"
+// SAVE:       func.return {{%.*}}, [[E]]
+// SAVE-LABEL: func.func @loss_backward
+// SAVE-NOT:   array.ufunc "exp"
+// SAVE:       func.return
+
+// CUT-LABEL: func.func @loss_forward
+// CUT-SAME:  -> tensor<f32>
+// CUT-LABEL: func.func @loss_backward
+// CUT:       array.ufunc "multiply"
+// CUT-NEXT:  array.ufunc "exp"
+// CUT-NOT:   {bwd}
+// CUT:       func.return
