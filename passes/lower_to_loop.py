@@ -213,7 +213,11 @@ class Lowering:
             if isinstance(op, func.ReturnOp):
                 continue
             if not generated(op):
-                self.realized.update(op.operands)
+                operands = list(op.operands)
+                if isinstance(op, A.DotOp):
+                    # BLAS reads a transposed operand as it is (a strided view)
+                    operands = [blas_operand(o)[0] for o in operands]
+                self.realized.update(operands)
                 self.realized.update(op.results)
         for op in self.block.ops:
             for r in op.results:
@@ -272,9 +276,15 @@ class Lowering:
 
     def _realize(self, op: Operation, v: SSAValue) -> None:
         if not generated(op):
-            ins = [self.buffer[o] for o in op.operands]
+            fn = f"numpy:{op.name}"
+            if isinstance(op, A.DotOp):
+                ops = [blas_operand(o) for o in op.operands]
+                ins = [self.buffer[o] for o, _ in ops]
+                fn = "matmul" + ("_" + "".join("t" if t else "n" for _, t in ops)
+                                 if any(t for _, t in ops) else "")
+            else:
+                ins = [self.buffer[o] for o in op.operands]
             outs = [self._alloc(r) for r in op.results]
-            fn = "matmul" if isinstance(op, A.DotOp) else f"numpy:{op.name}"
             self.out.add_op(L.ExternOp(fn, ins, outs, generic_text(op)))
             self.kernel_ops.append((f"extern {fn}", [describe(op)]))
             return
@@ -282,6 +292,18 @@ class Lowering:
             return
         buf = self._alloc(v)
         KernelEmitter(self, v, buf).emit()
+
+
+def blas_operand(v: SSAValue) -> tuple[SSAValue, bool]:
+    """(what BLAS reads, transposed?) for a matmul operand: the input of a
+    transpose of the last two dims, read transposed, instead of a copy."""
+    op = v.owner
+    if isinstance(op, A.TransposeOp):
+        perm = A.ints(op.permutation)
+        r = len(perm)
+        if r >= 2 and perm == (*range(r - 2), r - 1, r - 2):
+            return op.input, True
+    return v, False
 
 
 def generic_text(op: Operation) -> str:

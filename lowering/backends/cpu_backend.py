@@ -82,6 +82,16 @@ class Step:
     args: tuple
 
 
+def _matmul(ta: bool, tb: bool):
+    if not (ta or tb):
+        return lambda a, b, out: np.matmul(a, b, out=out)
+
+    def run(a, b, out):
+        np.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
+
+    return run
+
+
 class CpuProgram:
     def __init__(self, loop_module: ModuleOp, n_inputs: int):
         f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
@@ -102,8 +112,9 @@ class CpuProgram:
             elif isinstance(op, L.ExternOp):
                 ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
                 outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
-                if op.fn.data == "matmul":
-                    run = lambda a, b, out: np.matmul(a, b, out=out)  # noqa: E731
+                if op.fn.data.startswith("matmul"):
+                    flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
+                    run = _matmul(flags[0] == "t", flags[1] == "t")
                 else:
                     rule = _parse_extern(op.config.data)
 
