@@ -218,3 +218,20 @@ def test_weak_float_argument_promotes_like_a_python_float():
     from lowering.testing import assert_matches_numpy
 
     assert_matches_numpy(fn, np.arange(-2, 2, dtype=np.float32), 0.5)
+
+
+def test_ndarray_subclasses_run_eagerly_with_their_own_semantics():
+    """np.matrix redefines `*` as a matrix product and masked arrays carry a
+    mask: a compiled function hands them to numpy as they are."""
+    f = lowering.compile(lambda a, b: a * b + 1)
+    m = np.matrix([[1.0, 2.0], [3.0, 4.0]])
+    got = f(m, m)
+    assert type(got) is np.matrix
+    np.testing.assert_array_equal(got, m * m + 1)
+    ma = np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0])
+    got = f(ma, ma)
+    assert isinstance(got, np.ma.MaskedArray) and got.mask.tolist() == [False, True, False]
+    assert f.stats["eager_fallbacks"] == 2 and f.stats["compiles"] == 0
+    x = np.arange(3.0)
+    np.testing.assert_array_equal(f(x, x), x * x + 1)  # plain arrays still compile
+    assert f.stats["compiles"] == 1
