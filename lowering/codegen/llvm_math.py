@@ -33,7 +33,11 @@ How: classic range reduction + polynomial. exp-like functions reduce
 x = n ln2 + r (Cody-Waite, ln2 split in a short high part and a low part),
 evaluate a polynomial for e^r and scale by 2^n with two exponent-bit
 multiplies (so results overflow to inf and underflow into subnormals with one
-rounding). log-like functions split x = 2^k m (bitcasts) with m in
+rounding). Hot functions branch on the whole vector (`fast_or_general`): when
+every lane is in the ordinary range (exp: the result is normal), n comes from
+one fma with a magic constant and 2^n is an integer add into the exponent
+bits, with no clamps and no NaN selects; polynomials there use Estrin's scheme
+for a short dependency chain. log-like functions split x = 2^k m (bitcasts) with m in
 [sqrt(1/2), sqrt(2)), and use log(m) = 2 atanh(s), s = (m-1)/(m+1).
 Trigonometric functions reduce by pi/2 in double precision: Cody-Waite with a
 three-part pi/2 for |x| < 2^19, and an exact Payne-Hanek reduction (24-bit
@@ -370,6 +374,20 @@ class _E:
             acc = self.fma(acc, x, self.c(k))
         return acc
 
+    def estrin(self, x, x2, coeffs) -> ir.Value:
+        """The same polynomial by Estrin's scheme (x2 = x*x given): as many
+        fmas as Horner (plus a square per level past the second) but a
+        dependency chain of ~log2(degree) of them, so that a loop keeps more
+        vectors in flight."""
+        terms = [self.c(k) for k in coeffs]
+        power = x
+        while len(terms) > 1:
+            pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
+            terms = [self.fma(p[1], power, p[0]) if len(p) == 2 else p[0] for p in pairs]
+            if len(terms) > 1:
+                power = x2 if power is x else self.mul(power, power)
+        return terms[0]
+
     # comparisons (ordered: false when either side is NaN) and selects
     def lt(self, x, y):
         return self.b.fcmp_ordered("<", x, y)
@@ -414,6 +432,32 @@ class _E:
         fn = self.intrinsic("vector.reduce.or", 1, ty=self.bty, ret=ir.IntType(1))
         return self.b.call(fn, [mask])
 
+    def all(self, mask):
+        if self.w == 1:
+            return mask
+        fn = self.intrinsic("vector.reduce.and", 1, ty=self.bty, ret=ir.IntType(1))
+        return self.b.call(fn, [mask])
+
+    def fast_or_general(self, ok, fast: Callable[[], ir.Value], general: Callable[[], ir.Value]):
+        """fast() when every lane satisfies `ok`, else general(): a branch on
+        the whole vector (marked likely), so the common case pays for neither
+        the other's instructions nor a select."""
+        b = self.b
+        fast_bb = b.append_basic_block("fast")
+        general_bb = b.append_basic_block("general")
+        done = b.append_basic_block("joined")
+        b.cbranch(self.all(ok), fast_bb, general_bb).set_weights([2000, 1])
+        out = []
+        for bb, emit in ((fast_bb, fast), (general_bb, general)):
+            b.position_at_end(bb)
+            out.append((emit(), b.block))
+            b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(out[0][0].type)
+        for v, bb in out:
+            phi.add_incoming(v, bb)
+        return phi
+
     # integer views
     def bits(self, x):
         return self.b.bitcast(x, self.ity)
@@ -437,6 +481,19 @@ class _E:
         return self.b.ashr(x, self.ci(k))
 
     _MAGIC = 1.5 * 2.0**52  # adding it puts a small double integer in the low bits
+
+    def round_magic(self, x, scale: float):
+        """(t, n): n = x * scale rounded to an integer (one rounding, ties to
+        even) and t = n + 1.5 2^mant, whose low bits hold n: `exponent_of(t)`
+        turns it into 2^n without a float->int conversion. |n| < 2^(mant-1)."""
+        magic = self.c(1.5 * 2.0**self.f.mant)
+        t = self.fma(x, self.c(scale), magic)
+        return t, self.sub(t, magic)
+
+    def exponent_of(self, t):
+        """n << mant for t from `round_magic`: added to the bits of p it gives
+        p 2^n (exact when p 2^n is normal)."""
+        return self.ishl(self.bits(t), self.f.mant)
 
     def to_int(self, n):
         """Integer-valued float (|n| < 2^31 / 2^51) -> int of the same width.
@@ -491,6 +548,7 @@ class _Consts:
     log10_2: tuple[float, float]
     exp_max: float  # exp(x) = inf above (clamp point, a little past overflow)
     exp_min: float  # exp(x) = 0 below
+    exp_fast: float  # |x| below: exp(x) is normal, and so is p 2^n for p in [1/sqrt2, sqrt2]
     expm1_min: float  # expm1(x) = -1 below
     tanh_max: float  # tanh(x) rounds to 1 above
     tanh_poly: float  # tanh uses its polynomial below
@@ -511,6 +569,7 @@ def _make_consts(f: _Format) -> _Consts:
         ln2=f.split(_LN2), log2e2=f.split(1 / _LN2), log10e=f.split(1 / _LN10),
         log10_2=f.split(_LN2 / _LN10),
         exp_max=89.0 if f32 else 710.0, exp_min=-104.0 if f32 else -746.0,
+        exp_fast=87.0 if f32 else 708.0,
         expm1_min=-20.0 if f32 else -40.0,
         tanh_max=9.1 if f32 else 19.1, tanh_poly=0.55 if f32 else 0.4,
         min_normal=2.0 ** (1 - f.bias), sub_shift=25 if f32 else 54,
@@ -554,11 +613,29 @@ def _exp_tail(e: _E, r):
     return e.mul(e.mul(r, r), e.poly(r, e.coeffs("exp_q")))
 
 
-def _exp(e: _E, x):
+def _exp_general(e: _E, x):
     k = _CONSTS[e.f.name]
     n, r = _exp_reduce(e, x, k.exp_max, k.exp_min)
     p = e.add(e.c(1.0), e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), r))
     return e.sel(e.isnan(x), x, e.scale(p, e.to_int(n)))
+
+
+def _exp_fast(e: _E, x):
+    """exp(x) for |x| < exp_fast (normal results): the same reduction and
+    polynomial, with n found by the magic-number rounding and 2^n added into
+    the exponent bits; no clamp, no NaN select, no two-step scaling."""
+    k = _CONSTS[e.f.name]
+    t, n = e.round_magic(x, k.log2e)
+    r = e.fma(n, e.c(-k.ln2_lo), e.fma(n, e.c(-k.ln2_hi), x))  # first fma exact
+    r2 = e.mul(r, r)
+    p = e.add(e.c(1.0), e.fma(r2, e.estrin(r, r2, e.coeffs("exp_q")), r))
+    return e.from_bits(e.iadd(e.bits(p), e.exponent_of(t)))
+
+
+def _exp(e: _E, x):
+    k = _CONSTS[e.f.name]
+    ok = e.lt(e.fabs(x), e.c(k.exp_fast))  # false for NaN
+    return e.fast_or_general(ok, lambda: _exp_fast(e, x), lambda: _exp_general(e, x))
 
 
 def _exp2(e: _E, x):
