@@ -490,6 +490,10 @@ class _E:
         t = self.fma(x, self.c(scale), magic)
         return t, self.sub(t, magic)
 
+    def int_of(self, t):
+        """n as an integer, for t from `round_magic`."""
+        return self.isub(self.bits(t), self.bits(self.c(1.5 * 2.0**self.f.mant)))
+
     def exponent_of(self, t):
         """n << mant for t from `round_magic`: added to the bits of p it gives
         p 2^n (exact when p 2^n is normal)."""
@@ -613,29 +617,36 @@ def _exp_tail(e: _E, r):
     return e.mul(e.mul(r, r), e.poly(r, e.coeffs("exp_q")))
 
 
-def _exp_general(e: _E, x):
-    k = _CONSTS[e.f.name]
-    n, r = _exp_reduce(e, x, k.exp_max, k.exp_min)
-    p = e.add(e.c(1.0), e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), r))
-    return e.sel(e.isnan(x), x, e.scale(p, e.to_int(n)))
-
-
-def _exp_fast(e: _E, x):
-    """exp(x) for |x| < exp_fast (normal results): the same reduction and
-    polynomial, with n found by the magic-number rounding and 2^n added into
-    the exponent bits; no clamp, no NaN select, no two-step scaling."""
+def _exp_core(e: _E, x):
+    """(t, p) with e^x = p 2^n, n held by t (`round_magic`), p in
+    [1/sqrt2, sqrt2]: n found by the magic-number rounding, x - n ln2 by
+    Cody-Waite, e^r by an Estrin polynomial. Both exp paths use it, so a
+    lane's result never depends on its neighbours."""
     k = _CONSTS[e.f.name]
     t, n = e.round_magic(x, k.log2e)
     r = e.fma(n, e.c(-k.ln2_lo), e.fma(n, e.c(-k.ln2_hi), x))  # first fma exact
     r2 = e.mul(r, r)
-    p = e.add(e.c(1.0), e.fma(r2, e.estrin(r, r2, e.coeffs("exp_q")), r))
-    return e.from_bits(e.iadd(e.bits(p), e.exponent_of(t)))
+    return t, e.add(e.c(1.0), e.fma(r2, e.estrin(r, r2, e.coeffs("exp_q")), r))
 
 
 def _exp(e: _E, x):
+    """Fast path when every lane's result is normal: 2^n is added into p's
+    exponent bits. Otherwise x is clamped (NaN -> exp_max), p scaled in two
+    steps (overflow to inf, gradual underflow with one rounding) and NaN put
+    back."""
     k = _CONSTS[e.f.name]
+
+    def fast():
+        t, p = _exp_core(e, x)
+        return e.from_bits(e.iadd(e.bits(p), e.exponent_of(t)))
+
+    def general():
+        xc = e.max_(e.min_(x, e.c(k.exp_max)), e.c(k.exp_min))
+        t, p = _exp_core(e, xc)
+        return e.sel(e.isnan(x), x, e.scale(p, e.int_of(t)))
+
     ok = e.lt(e.fabs(x), e.c(k.exp_fast))  # false for NaN
-    return e.fast_or_general(ok, lambda: _exp_fast(e, x), lambda: _exp_general(e, x))
+    return e.fast_or_general(ok, fast, general)
 
 
 def _exp2(e: _E, x):
