@@ -203,6 +203,9 @@ class KernelCodegen:
         ops = [op for op in block.ops if not isinstance(op, L.YieldOp)]
         self.split_map = self.k.split.data == "map"
         self.vals: dict[SSAValue, ir.Value] = {}
+        self.row_plan = plan_row_cache(ops)
+        self.row_rows: dict[L.ReduceOp, ir.Value] = {}  # reduce -> its row (stack array)
+        self.row_reads: dict[SSAValue, tuple[ir.Value, SSAValue]] = {}  # value -> row, index
         if P:
             def body(p):
                 coords = []
@@ -339,12 +342,19 @@ class KernelCodegen:
             return
         if isinstance(op, L.YieldOp):
             return
+        if op.results and op.results[0] in self.row_reads:
+            row, index = self.row_reads[op.results[0]]
+            self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
+            return
         args = [self.value(o, w) for o in op.operands]
         self.vals[op.results[0]] = scalar_op(self, op, args, w)
 
     def emit_map(self, op: L.MapOp) -> None:
         ranges = A.ints(op.ranges)
         body = [o for o in op.body.block.ops if not isinstance(o, L.YieldOp)]
+        for red, (m, v) in self.row_plan.items():
+            if m is op and red in self.row_rows:
+                self.row_reads[v] = (self.row_rows[red], op.body.block.args[0])
         lo = hi = None
         if self.split_map:
             lo, hi = self.fn.args[0], self.fn.args[1]
@@ -451,6 +461,18 @@ class KernelCodegen:
             b.store(b.extract_element(v, const(I32, lane)),
                     b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
 
+    def row_access(self, row: ir.Value, i: ir.Value, w: int, store: ir.Value | None = None):
+        """Load (or store) `w` elements of a cached row at index i."""
+        b = self.b
+        p = b.gep(row, [const(I64, 0), i], inbounds=True)
+        el = row.type.pointee.element
+        if w > 1:
+            p = b.bitcast(p, ir.VectorType(el, w).as_pointer())
+        if store is not None:
+            b.store(store, p, align=item_bytes(el))
+            return None
+        return b.load(p, align=item_bytes(el))
+
     def from_mem(self, x, t):
         if llvm_type(t) == I1:
             return self.b.icmp_unsigned("!=", x, ir.Constant(x.type, None))
@@ -484,6 +506,10 @@ class KernelCodegen:
         with b.goto_entry_block():
             vslots = [b.alloca(vec(lt, w)) for _ in range(accs)] if w > 1 else []
             sslot = b.alloca(lt)
+            if op in self.row_plan:
+                row = b.alloca(ir.ArrayType(lt, ranges[0]))
+                row.align = 64
+                self.row_rows[op] = row
         for s in vslots:
             b.store(const(lt, ident, w), s)
         b.store(const(lt, ident), sslot)
@@ -491,11 +517,12 @@ class KernelCodegen:
         def step(width: int) -> None:
             self.emit_ops(body, width)
             x = self.value(yielded, width)
+            self.keep_row(op, x, width)
             slot = sslot if width == 1 else vslots[0]
             b.store(combine(self, kind, t, b.load(slot), x), slot)
 
         if accs > 1:
-            self._unrolled_reduce(ranges, list(rb.args), body, yielded, kind, t, vslots, sslot, w)
+            self._unrolled_reduce(op, ranges, body, yielded, kind, t, vslots, sslot, w)
         else:
             self.region_loops(ranges, list(rb.args), step)
         total = b.load(sslot)
@@ -506,11 +533,19 @@ class KernelCodegen:
             total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
         return total
 
-    def _unrolled_reduce(self, ranges, args, body, yielded, kind, t, vslots, sslot, w):
+    def keep_row(self, op: L.ReduceOp, x: ir.Value, w: int) -> None:
+        """Store the yielded value into the reduce's cached row (see
+        `plan_row_cache`), at the current index of its (single) dim."""
+        row = self.row_rows.get(op)
+        if row is not None:
+            self.row_access(row, self.vals[op.body.block.args[0]], w, store=x)
+
+    def _unrolled_reduce(self, op, ranges, body, yielded, kind, t, vslots, sslot, w):
         """Innermost dim: `len(vslots)` independent vector accumulators (hides
         the add latency, and shortens each lane's chain of roundings)."""
         b = self.b
         u = len(vslots)
+        args = list(op.body.block.args)
 
         def inner(d_outer_done):
             n = ranges[-1]
@@ -522,6 +557,7 @@ class KernelCodegen:
                     self.vals[args[d]] = b.add(i, const(I64, k * w)) if k else i
                     self.emit_ops(body, w)
                     x = self.value(yielded, w)
+                    self.keep_row(op, x, w)
                     b.store(combine(self, kind, t, b.load(vslots[k]), x), vslots[k])
             self.loop(const(I64, 0), const(I64, n), u * w, ubody)
             mid = self._last_iv
@@ -531,6 +567,7 @@ class KernelCodegen:
                 self.lane_arg = args[d]
                 self.emit_ops(body, w)
                 x = self.value(yielded, w)
+                self.keep_row(op, x, w)
                 b.store(combine(self, kind, t, b.load(vslots[0]), x), vslots[0])
             self.loop(mid, const(I64, n), w, vbody)
             tail = self._last_iv
@@ -539,6 +576,7 @@ class KernelCodegen:
                 self.vals[args[d]] = i
                 self.emit_ops(body, 1)
                 x = self.value(yielded, 1)
+                self.keep_row(op, x, 1)
                 b.store(combine(self, kind, t, b.load(sslot), x), sslot)
             self.loop(tail, const(I64, n), 1, sbody)
 
@@ -628,6 +666,80 @@ def linear_coef(e: AffineExpr, d: int) -> int | None:
             a = linear_coef(e.rhs, d)
             return None if a is None else a * e.lhs.value
     return None
+
+
+# ---- row cache: a reduce's per-element value reused by a later map ----------
+ROW_CACHE_BYTES = 64 * 1024  # a stack array per kernel call: stays in L1/L2
+_COSTLY = ("math.", "arith.divf", "loop.ufunc")
+_PURE = ("arith.", "math.", "loop.const", "loop.cast", "loop.ufunc", "loop.load", "affine.apply")
+
+
+def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
+    """Reduces whose yielded value a later map of the same 1-D range computes
+    again (softmax: `exp(x - max)` summed, then divided by the sum): the
+    reduce keeps its values in a row and the map loads them instead of
+    recomputing. Only for costly values (a transcendental, a division),
+    rows up to ROW_CACHE_BYTES, and when nothing in between (the map
+    included) stores to a buffer the value reads."""
+    plan = {}
+    for i, red in enumerate(ops):
+        if not isinstance(red, L.ReduceOp) or red.kind.data in ("argmax", "argmin"):
+            continue
+        ranges = A.ints(red.ranges)
+        y = red.body.block.last_op.values[0]
+        expr = _expr_ops(y, red.body.block)
+        if (len(ranges) != 1 or not is_float(y.type) or expr is None
+                or not any(o.name.startswith(_COSTLY) for o in expr)):
+            continue
+        if ranges[0] * item_bytes(mem_type(y.type)) > ROW_CACHE_BYTES:
+            continue
+        loaded = {o.buffer for o in expr if isinstance(o, L.LoadOp)}
+        for j in range(i + 1, len(ops)):
+            m = ops[j]
+            if isinstance(m, L.MapOp) and A.ints(m.ranges) == ranges:
+                args = (red.body.block.args[0], m.body.block.args[0])
+                v = next((o.results[0] for o in m.body.block.ops if len(o.results) == 1
+                          and _same_value(y, o.results[0], args)), None)
+                if v is not None:
+                    stores = [s for op in ops[i + 1 : j + 1] for s in op.walk()
+                              if isinstance(s, L.StoreOp) and s.buffer in loaded]
+                    if not stores:
+                        plan[red] = (m, v)
+                    break
+    return plan
+
+
+def _expr_ops(v: SSAValue, block) -> list[Operation] | None:
+    """The ops of `block` that compute v, if all are pure and region-free."""
+    out, todo, seen = [], [v], set()
+    while todo:
+        x = todo.pop()
+        op = x.owner
+        if not isinstance(op, Operation) or op.parent_block() is not block or op in seen:
+            continue
+        if op.regions or not op.name.startswith(_PURE):
+            return None
+        seen.add(op)
+        out.append(op)
+        todo.extend(op.operands)
+    return out
+
+
+def _same_value(a: SSAValue, b: SSAValue, args: tuple[SSAValue, SSAValue]) -> bool:
+    """a (in the reduce body) and b (in the map body) compute the same thing,
+    args being the two bodies' index arguments."""
+    if a is args[0] or b is args[1]:
+        return a is args[0] and b is args[1]
+    if a is b:
+        return True  # defined outside both bodies
+    oa, ob = a.owner, b.owner
+    if not (isinstance(oa, Operation) and isinstance(ob, Operation)) or oa.name != ob.name:
+        return False
+    if (oa.regions or ob.regions or oa.properties != ob.properties or oa.attributes != ob.attributes
+            or [r.type for r in oa.results] != [r.type for r in ob.results]
+            or oa.results.index(a) != ob.results.index(b) or len(oa.operands) != len(ob.operands)):
+        return False
+    return all(_same_value(x, y, args) for x, y in zip(oa.operands, ob.operands))
 
 
 def identity(kind: str, t):

@@ -1,0 +1,95 @@
+"""Kernel-level codegen decisions of the LLVM emitter, checked on the IR it
+plans from and on results: a reduce's per-element values kept for a later
+map (softmax computes exp once per element)."""
+
+from __future__ import annotations
+
+import io
+import re
+
+import numpy as np
+import pytest
+from xdsl.parser import Parser
+
+import lowering
+from dialects import kernel as K
+from dialects import loop as L
+from lowering import dump
+from lowering.codegen import llvm as emitter
+from lowering.pipeline import context
+
+
+def kernel_ops(example: str, args: str) -> list[list]:
+    """The top-level ops of every kernel of a built-in example."""
+    out = io.StringIO()
+    assert dump.main(["--example", example, "--args", args, "--stage", "kernel"], out=out) == 0
+    module = Parser(context(), out.getvalue()).parse_module()
+    return [
+        [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+        for k in module.walk()
+        if isinstance(k, K.KernelOp)
+    ]
+
+
+def test_softmax_keeps_exp_row():
+    (ops,) = kernel_ops("softmax", "f32[8,64]")
+    plan = emitter.plan_row_cache(ops)
+    assert len(plan) == 1
+    (red, (m, v)) = next(iter(plan.items()))
+    assert red.kind.data == "sum" and isinstance(m, L.MapOp)
+    assert v.owner.name == "math.exp"
+
+
+@pytest.mark.parametrize(
+    "example,args", [("layernorm", "f32[8,64] f32[64] f32[64]"), ("rmsnorm", "f32[8,64] f32[64]")]
+)
+def test_no_row_for_cheap_values(example, args):
+    for ops in kernel_ops(example, args):
+        assert emitter.plan_row_cache(ops) == {}
+
+
+def test_no_row_past_the_size_limit(monkeypatch):
+    monkeypatch.setattr(emitter, "ROW_CACHE_BYTES", 64 * 4 - 4)
+    (ops,) = kernel_ops("softmax", "f32[8,64]")
+    assert emitter.plan_row_cache(ops) == {}
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cols", [1, 7, 8, 37, 200, 1000])
+def test_kept_row_gives_the_recomputed_values(dtype, cols, monkeypatch):
+    """Bitwise the same results with and without the kept row, for widths
+    that exercise the unrolled, vector and scalar steps; NaN, inf and huge
+    negative values (exp's general path) included."""
+    rng = np.random.default_rng(cols)
+    x = (rng.standard_normal((5, cols)) * 30).astype(dtype)
+    x[1, 0], x[2, -1], x[3, cols // 2] = np.nan, np.inf, -np.inf
+    x[4, ::3] = -1e4
+    got = lowering.compile(softmax, backend="cpu")(x)
+    monkeypatch.setattr(emitter, "ROW_CACHE_BYTES", 0)
+    lowering.pipeline._PROGRAMS.clear()
+    again = lowering.compile(softmax, backend="cpu")(x)
+    np.testing.assert_array_equal(got, again)
+    with np.errstate(invalid="ignore"):
+        want = softmax(x)
+    fi = np.finfo(dtype)  # subnormal results: a few of the smallest steps
+    np.testing.assert_allclose(got, want, rtol=8 * fi.eps, atol=4 * fi.smallest_subnormal)
+
+
+def test_no_row_when_the_map_stores_into_what_the_value_reads():
+    """In place (`x[...] = exp(x - m) / s` kept in one kernel): the map's
+    stores would change the input of the kept values."""
+    out = io.StringIO()
+    dump.main(["--example", "softmax", "--args", "f32[8,64]", "--stage", "kernel"], out=out)
+    text = out.getvalue()
+    store = re.search(r"loop\.store (%\d+), (%\d+)\[", text)
+    assert store is not None
+    text = text.replace(store.group(0), f"loop.store {store.group(1)}, %0[")
+    module = Parser(context(), text).parse_module()
+    (k,) = [k for k in module.walk() if isinstance(k, K.KernelOp)]
+    ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+    assert emitter.plan_row_cache(ops) == {}
