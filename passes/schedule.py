@@ -11,7 +11,11 @@ The cost model, all of it:
 * a kernel touching fewer than `parallel_threshold` elements runs on one
   thread (waking a thread costs more than that much work);
 * a reduction row that fits in half the L2 cache is re-read from cache by
-  each stage ("row-in-cache"), else it streams from memory ("streaming")."""
+  each stage ("row-in-cache"), else it streams from memory ("streaming");
+* an output of STREAM_BYTES or more that the kernel only writes is stored
+  around the cache (discardable attribute `nontemporal`, buffer positions):
+  it would not stay in the last-level cache anyway, and a normal store first
+  reads each line it writes (1.5x the memory traffic of a copy)."""
 
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from dialects import kernel as K
 from dialects import loop as L
 
 L2_BYTES = 512 * 1024
+STREAM_BYTES = 32 << 20  # about a server L3: outputs this big evict it anyway
 
 
 def _bits(t) -> int:
@@ -79,5 +84,17 @@ class Schedule(ModulePass):
                 row *= n
             reduction = "row-in-cache" if row * bits // 8 * 2 <= L2_BYTES else "streaming"
         region = k.body.clone()
-        return K.KernelOp(k.sym_name.data, bufs, P, vector_width=width, unroll=unroll, split=split,
-                          work=work, threads=threads, reduction=reduction, body=region)
+        kop = K.KernelOp(k.sym_name.data, bufs, P, vector_width=width, unroll=unroll, split=split,
+                         work=work, threads=threads, reduction=reduction, body=region)
+        streamed = self.streamed(k)
+        if streamed:
+            kop.attributes["nontemporal"] = A.i64_array(streamed)
+        return kop
+
+    @staticmethod
+    def streamed(k: L.KernelOp) -> list[int]:
+        """Positions of the buffers whose stores go around the cache."""
+        loaded = {o.buffer for o in k.body.walk() if isinstance(o, L.LoadOp)}
+        stored = {o.buffer for o in k.body.walk() if isinstance(o, L.StoreOp)}
+        return [j for j, b in enumerate(k.buffers) if b in stored and b not in loaded
+                and _size(b.type) * _bits(b.type.element_type) // 8 >= STREAM_BYTES]

@@ -18,6 +18,7 @@ width, and numpy's float->int casts on x86 (out of range -> INT_MIN)."""
 from __future__ import annotations
 
 import math
+import platform
 from collections.abc import Callable
 
 import llvmlite.ir as ir
@@ -52,6 +53,7 @@ except ImportError:  # pragma: no cover
     llvm_math = None  # type: ignore[assignment]
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 VOID = ir.VoidType()
 # No fast-math flags on element-wise arithmetic: without contraction into FMA,
 # +,-,*,/ and sqrt round exactly as numpy's loops do, so compiled results are
@@ -137,6 +139,12 @@ class Emitter:
             self._intrinsics[key] = f
         return f
 
+    def intrinsic_void(self, name: str) -> ir.Function:
+        f = self.module.globals.get(name)
+        if f is None:
+            f = ir.Function(self.module, ir.FunctionType(VOID, []), name)
+        return f
+
     def libm(self, name: str, ty: ir.Type, nargs: int) -> ir.Function:
         sym = name + ("f" if isinstance(ty, ir.FloatType) else "")
         f = self._libm.get(sym)
@@ -203,6 +211,9 @@ class KernelCodegen:
         ops = [op for op in block.ops if not isinstance(op, L.YieldOp)]
         self.split_map = self.k.split.data == "map"
         self.vals: dict[SSAValue, ir.Value] = {}
+        nt = self.k.attributes.get("nontemporal")
+        self.streamed = {self.bufs[j] for j in (A.ints(nt) if nt is not None else ())}
+        self.streaming = False  # inside the aligned version of a map with streamed stores
         self.row_plan = plan_row_cache(ops)
         self.row_rows: dict[L.ReduceOp, ir.Value] = {}  # reduce -> its row (stack array)
         self.row_reads: dict[SSAValue, tuple[ir.Value, SSAValue]] = {}  # value -> row, index
@@ -219,6 +230,11 @@ class KernelCodegen:
             self.loop(start, stop, 1, body)
         else:
             self.emit_ops(ops, width=1)
+        if self.streamed:  # the write-combined stores are ordered before the launch returns
+            if X86:
+                self.b.call(self.em.intrinsic_void("llvm.x86.sse.sfence"), [])
+            else:
+                self.b.fence("seq_cst")
         self.b.ret_void()
 
     # ---- loops ---------------------------------------------------------------
@@ -359,7 +375,47 @@ class KernelCodegen:
         if self.split_map:
             lo, hi = self.fn.args[0], self.fn.args[1]
             hi = self.b.select(self.b.icmp_signed("<", hi, const(I64, ranges[0])), hi, const(I64, ranges[0]))
-        self.region_loops(ranges, list(op.body.block.args), lambda w: self.emit_ops(body, w), lo, hi)
+        args = list(op.body.block.args)
+
+        def loops():
+            self.region_loops(ranges, args, lambda w: self.emit_ops(body, w), lo, hi)
+
+        aligned = self.streaming_aligned(op, body, ranges, lo)
+        if aligned is None:
+            loops()
+            return
+        # two versions: streamed stores need each vector's address aligned to its size
+        b = self.b
+        fast, slow, done = (self.fn.append_basic_block(n) for n in ("stream", "cached", "stored"))
+        b.cbranch(aligned, fast, slow)
+        for bb, streaming in ((fast, True), (slow, False)):
+            b.position_at_end(bb)
+            self.streaming = streaming
+            loops()
+            b.branch(done)
+        self.streaming = False
+        b.position_at_end(done)
+
+    def streaming_aligned(self, op: L.MapOp, body, ranges, lo) -> ir.Value | None:
+        """For a 1-D map with stores to streamed buffers: whether, for this
+        call, every such store's first vector is aligned to the vector size
+        (then all are: the vector steps are contiguous). None if no store
+        qualifies."""
+        w = self.width_for(ranges[0]) if len(ranges) == 1 else 1
+        outside = set(op.body.block.args) | set(self.k.body.block.args)
+        stores = [s for s in body if isinstance(s, L.StoreOp) and s.buffer in self.streamed
+                  and all(i in outside for i in s.indices)]
+        if w == 1 or not stores:
+            return None
+        b = self.b
+        self.vals[op.body.block.args[0]] = lo if lo is not None else const(I64, 0)
+        ok = const(I1, 1)
+        for s in stores:
+            self.scope = list(s.indices)
+            size = w * item_bytes(mem_type(s.buffer.type.element_type))
+            addr = b.ptrtoint(b.gep(self.ptr[s.buffer], [self.offset(s.buffer, s.map.data.results)]), I64)
+            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(addr, const(I64, size - 1)), const(I64, 0)))
+        return ok
 
     # ---- memory --------------------------------------------------------------
     def affine(self, e: AffineExpr, lane_dim: int | None = None, lane: int = 0) -> ir.Value:
@@ -455,6 +511,10 @@ class KernelCodegen:
         stride = self.lane_stride(buf, exprs, lane_dim)
         if stride == 1:
             p = b.gep(base, [self.offset(buf, exprs)])
+            if self.streaming and buf in self.streamed:
+                st = b.store(v, b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=w * align)
+                st.set_metadata("nontemporal", self.em.module.add_metadata([const(I32, 1)]))
+                return
             b.store(v, b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
             return
         for lane in range(w):

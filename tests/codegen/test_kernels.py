@@ -17,6 +17,7 @@ from dialects import loop as L
 from lowering import dump
 from lowering.codegen import llvm as emitter
 from lowering.pipeline import context
+from passes import schedule
 
 
 def kernel_ops(example: str, args: str) -> list[list]:
@@ -93,3 +94,38 @@ def test_no_row_when_the_map_stores_into_what_the_value_reads():
     (k,) = [k for k in module.walk() if isinstance(k, K.KernelOp)]
     ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
     assert emitter.plan_row_cache(ops) == {}
+
+
+# ---- streamed (non-temporal) stores -------------------------------------------
+def affine_map(x):
+    return x * 2.0 + 1.0
+
+
+@pytest.mark.parametrize("shape", [(64, 37), (16, 64), (40004,), (40001,), (13, 8), (3,)])
+@pytest.mark.parametrize("fn", [affine_map, softmax])
+def test_streamed_stores_give_the_same_values(shape, fn, monkeypatch):
+    """Every output streamed (threshold 0): rows and thread halves that start
+    misaligned take the cached version, the others the streaming one; the
+    values are the same."""
+    if fn is softmax and len(shape) == 1:
+        shape = (1, shape[0])
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    want = lowering.compile(fn, backend="cpu")(x)
+    monkeypatch.setattr(schedule, "STREAM_BYTES", 0)
+    lowering.pipeline._PROGRAMS.clear()
+    got = lowering.compile(fn, backend="cpu")(x)
+    np.testing.assert_array_equal(got, want)
+    if fn is affine_map:
+        np.testing.assert_array_equal(got, fn(x))
+
+
+def test_streamed_buffers_are_the_written_only_big_outputs(monkeypatch):
+    out = io.StringIO()
+    dump.main(["--example", "softmax", "--args", "f32[8,64]", "--stage", "kernel"], out=out)
+    assert "nontemporal" not in out.getvalue()
+    monkeypatch.setattr(schedule, "STREAM_BYTES", 8 * 64 * 4)
+    out = io.StringIO()
+    dump.main(["--example", "softmax", "--args", "f32[8,64]", "--stage", "all"], out=out)
+    text = out.getvalue()
+    assert "{nontemporal = array<i64: 1>}" in text  # the output, not the input
+    assert "!nontemporal" in text and "sfence" in text
