@@ -87,17 +87,17 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             ns[f"P{k}"] = ptrs
             for j, s in enumerate(bufs):
                 lines.append(f"        P{k}[{j}] = id(v{s})")
-            if work <= 0:
-                continue
-            if threads <= 1:
+            if work > 0 and threads <= 1:
                 lines.append(f"        K{k}(0, {work}, P{k}, None)")
-            else:
+            elif work > 0:
                 lines.append(f"        launch(K{k}, {work}, P{k}, None, {threads})")
         else:
             run, idx = st.args
             ns[f"X{k}"] = run
             lines.append("        with np.errstate(all='ignore'):")
             lines.append(f"            X{k}(" + ", ".join(f"v{i}" for i in idx) + ")")
+        for slot in prog.dead_after[k]:
+            lines.append(f"        v{slot} = None")  # back to the pool (memory plan)
     res = []
     for slot, scalar in outs:
         if scalar is True:

@@ -305,3 +305,25 @@ def test_zero_d_array_argument():
     t = np.array([3], np.float32)  # rank 1: a miss
     assert same(f(x, t), g(x, t))
     assert f.stats["compiles"] == 2
+
+
+def test_memory_plan_reuses_intermediate_buffers_within_a_call():
+    """Liveness-based memory plan: an intermediate buffer dropped after its
+    last use goes back to the pool, so a later intermediate of the same size
+    in the same call reuses it (the first call already reuses)."""
+    from runtime.memory import POOL
+
+    def chain(x):
+        a = np.tanh(x) @ x
+        b = np.tanh(a) @ x
+        return np.tanh(b) @ x
+
+    x = (np.random.default_rng(0).standard_normal((256, 256)) / 16).astype(np.float32)
+    f = lowering.compile(chain, backend="cpu")
+    POOL.clear()
+    before = dict(POOL.stats)
+    got = f(x)
+    allocs = POOL.stats["allocs"] - before["allocs"]
+    reused = POOL.stats["reused"] - before["reused"]
+    assert allocs >= 5 and reused >= 2, (allocs, reused)
+    np.testing.assert_allclose(got, chain(x), rtol=2e-4, atol=1e-3)

@@ -126,6 +126,7 @@ class CpuProgram:
                 self.outputs = tuple(slots[v] for v in op.arguments)
         self.steps = steps
         self.n_slots = len(slots)
+        self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
         self._lock = threading.Lock()
 
     def _kernel_step(self, k: K.KernelOp, slots) -> Step:
@@ -142,7 +143,7 @@ class CpuProgram:
 
     def _run(self, inputs):
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
-        for st in self.steps:
+        for st, dead in zip(self.steps, self.dead_after):
             kind = st.kind
             if kind == "kernel":
                 fn, bufs, work, threads, ptrs = st.args
@@ -150,7 +151,7 @@ class CpuProgram:
                     a = vals[s]
                     if type(a) is not np.ndarray:
                         raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
-                    ptrs[j] = id(a)  # alive in vals for the whole call
+                    ptrs[j] = id(a)  # alive in vals until the kernel returned
                 cpu.launch(fn, work, ptrs, None, threads)
             elif kind == "alloc":
                 slot, shape, dtype = st.args
@@ -159,7 +160,31 @@ class CpuProgram:
                 run, idx = st.args
                 with np.errstate(all="ignore"):
                     run(*[vals[i] for i in idx])
+            for s in dead:  # its buffer goes back to the pool for the next alloc
+                vals[s] = None
         return [vals[i] for i in self.outputs]
+
+
+def memory_plan(steps: list[Step], n_inputs: int, outputs: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Liveness: per step, the intermediate buffers it used for the last time.
+    Dropping them there returns their memory to the pool (its finalizer), so a
+    later allocation of the same size in the same call reuses it."""
+    last: dict[int, int] = {}
+    for k, st in enumerate(steps):
+        if st.kind == "kernel":
+            used = st.args[1]
+        elif st.kind == "extern":
+            used = st.args[1]
+        else:
+            used = (st.args[0],)
+        for s in used:
+            last[s] = k
+    keep = set(outputs) | set(range(n_inputs))
+    dead: list[list[int]] = [[] for _ in steps]
+    for s, k in last.items():
+        if s not in keep:
+            dead[k].append(s)
+    return [tuple(sorted(d)) for d in dead]
 
 
 def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
