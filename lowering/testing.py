@@ -39,6 +39,12 @@ reduction     sum/prod/mean/var/std/matmul over n elements: the       ULPS * eps
               rounding error of n-term sums grows at most linearly
               in n (numpy's pairwise order and a backend's tree order
               both stay below that)
+gradient      a reverse-mode gradient against another reverse-mode    ULPS * eps * n
+              implementation (HIPS autograd) or another partition
+              of the same joint function: n is the op budget of the
+              forward and the backward (a reduction over k elements
+              counts k), relative to the gradient's largest
+              component, since cotangents summed over fan-out cancel
 ============  =====================================================  ============
 
 with eps = `np.finfo(dtype).eps` and ULPS = `POINTWISE_ULPS[dtype]` (4 for
@@ -66,7 +72,7 @@ from .api import compile as _compile
 # ---------------------------------------------------------------------------
 # tolerances
 
-OP_CLASSES = ("exact", "pointwise", "reduction")
+OP_CLASSES = ("exact", "pointwise", "reduction", "gradient")
 
 POINTWISE_ULPS: dict[np.dtype, int] = {
     np.dtype(np.float16): 1,
@@ -85,7 +91,7 @@ class ToleranceTable(dict):
         if op_class == "exact" or dt.kind not in "fc":
             return 0.0
         base = self.get(dt, self.get(np.dtype(dt.char.lower()), 0.0))
-        return base * max(int(n), 1) if op_class == "reduction" else base
+        return base * max(int(n), 1) if op_class in ("reduction", "gradient") else base
 
 
 TOLERANCES: ToleranceTable = ToleranceTable(
