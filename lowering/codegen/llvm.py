@@ -139,6 +139,14 @@ class Emitter:
             self._intrinsics[key] = f
         return f
 
+    def any_lane(self, b: ir.IRBuilder, mask: ir.Value) -> ir.Value:
+        """i1: whether any lane of a <w x i1> mask is set."""
+        name = f"llvm.vector.reduce.or.v{mask.type.count}i1"
+        f = self.module.globals.get(name)
+        if f is None:
+            f = ir.Function(self.module, ir.FunctionType(I1, [mask.type]), name)
+        return b.call(f, [mask])
+
     def intrinsic_void(self, name: str) -> ir.Function:
         f = self.module.globals.get(name)
         if f is None:
@@ -413,8 +421,9 @@ class KernelCodegen:
         for s in stores:
             self.scope = list(s.indices)
             size = w * item_bytes(mem_type(s.buffer.type.element_type))
-            addr = b.ptrtoint(b.gep(self.ptr[s.buffer], [self.offset(s.buffer, s.map.data.results)]), I64)
-            ok = b.and_(ok, b.icmp_unsigned("==", b.and_(addr, const(I64, size - 1)), const(I64, 0)))
+            first = b.gep(self.ptr[s.buffer], [self.offset(s.buffer, s.map.data.results)])
+            misaligned = b.and_(b.ptrtoint(first, I64), const(I64, size - 1))
+            ok = b.and_(ok, b.icmp_unsigned("==", misaligned, const(I64, 0)))
         return ok
 
     # ---- memory --------------------------------------------------------------
@@ -546,6 +555,10 @@ class KernelCodegen:
 
     # ---- reductions ----------------------------------------------------------
     def emit_reduce(self, op: L.ReduceOp) -> ir.Value:
+        """Vector accumulators over the innermost dim, combined at the end.
+        Float max/min first run with the plain vmaxps/vminps step (numpy's
+        result whenever no NaN is met) and a flag of NaNs seen; a row that
+        had one is reduced again with numpy's NaN-propagating step."""
         b = self.b
         kind = op.kind.data
         ranges = A.ints(op.ranges)
@@ -553,99 +566,100 @@ class KernelCodegen:
         body = [o for o in rb.ops if not isinstance(o, L.YieldOp)]
         yielded = rb.last_op.values[0]
         t = yielded.type
-        lt = llvm_type(t)
         if kind in ("argmax", "argmin"):
             return self.emit_argreduce(op, body, yielded, kind, ranges)
-        n = 1
-        for r in ranges:
-            n *= r
         w = self.width_for(ranges[-1]) if ranges else 1
+        if op in self.row_plan:
+            with b.goto_entry_block():
+                row = b.alloca(ir.ArrayType(llvm_type(t), ranges[0]))
+            row.align = 64
+            self.row_rows[op] = row
+        if not (kind in ("max", "min") and is_float(t) and w > 1):
+            return self._reduce_pass(op, body, yielded, w, None)[0]
+        pred = ">" if kind == "max" else "<"
+        total, nan_seen = self._reduce_pass(
+            op, body, yielded, w, lambda a, x: b.select(b.fcmp_ordered(pred, a, x), a, x))
+        fast_end = b.block
+        redo, done = self.fn.append_basic_block("reduce.nan"), self.fn.append_basic_block("reduced")
+        b.cbranch(nan_seen, redo, done).set_weights([1, 1000])
+        b.position_at_end(redo)
+        exact, _ = self._reduce_pass(op, body, yielded, w, None)
+        redo_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(total.type)
+        phi.add_incoming(total, fast_end)
+        phi.add_incoming(exact, redo_end)
+        return phi
+
+    def _reduce_pass(self, op: L.ReduceOp, body, yielded, w: int, step_combine):
+        """One pass of the reduction: (total, NaN seen). `step_combine` folds
+        each value into its accumulator (None: numpy's `combine`, and no NaN
+        flag is kept)."""
+        b = self.b
+        kind, ranges, t = op.kind.data, A.ints(op.ranges), yielded.type
+        lt = llvm_type(t)
         accs = self.unroll if (w > 1 and ranges[-1] >= 4 * w * self.unroll) else 1
+        flag = step_combine is not None
+        fold = step_combine or (lambda a, x: combine(self, kind, t, a, x))
         ident = identity(kind, t)
         # accumulators live in stack slots; SROA turns them into registers
         with b.goto_entry_block():
             vslots = [b.alloca(vec(lt, w)) for _ in range(accs)] if w > 1 else []
             sslot = b.alloca(lt)
-            if op in self.row_plan:
-                row = b.alloca(ir.ArrayType(lt, ranges[0]))
-                row.align = 64
-                self.row_rows[op] = row
+            # lanes as wide as the data, so the compares' all-ones masks OR in place
+            flags = [b.alloca(vec(ir.IntType(item_bytes(lt) * 8), w)), b.alloca(I1)] if flag else []
         for s in vslots:
             b.store(const(lt, ident, w), s)
         b.store(const(lt, ident), sslot)
+        for f in flags:
+            b.store(ir.Constant(f.type.pointee, None), f)
 
-        def step(width: int) -> None:
-            self.emit_ops(body, width)
-            x = self.value(yielded, width)
-            self.keep_row(op, x, width)
-            slot = sslot if width == 1 else vslots[0]
-            b.store(combine(self, kind, t, b.load(slot), x), slot)
+        def values(width: int, index: ir.Value, count: int = 1) -> list[ir.Value]:
+            """The yielded values of `count` consecutive steps from `index`."""
+            args = list(op.body.block.args)
+            self.lane_arg = args[-1] if width > 1 else self.lane_arg
+            xs = []
+            for k in range(count):
+                self.vals[args[-1]] = b.add(index, const(I64, k * width)) if k else index
+                self.emit_ops(body, width)
+                xs.append(self.value(yielded, width))
+                self.keep_row(op, xs[-1], width)
+            if flag:  # one unordered compare per pair of values
+                f = flags[0] if width > 1 else flags[1]
+                seen = b.load(f)
+                for k in range(0, count, 2):
+                    nan = b.fcmp_unordered("uno", xs[k], xs[min(k + 1, count - 1)])
+                    seen = b.or_(seen, nan if width == 1 else b.sext(nan, seen.type))
+                b.store(seen, f)
+            return xs
 
-        if accs > 1:
-            self._unrolled_reduce(op, ranges, body, yielded, kind, t, vslots, sslot, w)
-        else:
-            self.region_loops(ranges, list(rb.args), step)
-        total = b.load(sslot)
-        if vslots:
-            vacc = b.load(vslots[0])
-            for s in vslots[1:]:
-                vacc = combine(self, kind, t, vacc, b.load(s))
-            total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
-        return total
+        def step(width: int, index: ir.Value, slots: list, count: int = 1) -> None:
+            for slot, x in zip(slots, values(width, index, count)):
+                b.store(fold(b.load(slot), x), slot)
 
-    def keep_row(self, op: L.ReduceOp, x: ir.Value, w: int) -> None:
-        """Store the yielded value into the reduce's cached row (see
-        `plan_row_cache`), at the current index of its (single) dim."""
-        row = self.row_rows.get(op)
-        if row is not None:
-            self.row_access(row, self.vals[op.body.block.args[0]], w, store=x)
-
-    def _unrolled_reduce(self, op, ranges, body, yielded, kind, t, vslots, sslot, w):
-        """Innermost dim: `len(vslots)` independent vector accumulators (hides
-        the add latency, and shortens each lane's chain of roundings)."""
-        b = self.b
-        u = len(vslots)
         args = list(op.body.block.args)
+        n = ranges[-1] if ranges else 1
 
-        def inner(d_outer_done):
-            n = ranges[-1]
-            d = len(ranges) - 1
+        def inner():
+            if accs > 1:  # independent accumulators: hides the latency, shortens rounding chains
+                self.loop(const(I64, 0), const(I64, n), accs * w,
+                          lambda i: step(w, i, vslots, accs))
+                start = self._last_iv
+            else:
+                start = const(I64, 0)
+            if w > 1:
+                self.loop(start, const(I64, n), w, lambda i: step(w, i, vslots[:1]))
+                start = self._last_iv
+            self.loop(start, const(I64, n), 1, lambda i: step(1, i, [sslot]))
 
-            def ubody(i):
-                self.lane_arg = args[d]
-                for k in range(u):
-                    self.vals[args[d]] = b.add(i, const(I64, k * w)) if k else i
-                    self.emit_ops(body, w)
-                    x = self.value(yielded, w)
-                    self.keep_row(op, x, w)
-                    b.store(combine(self, kind, t, b.load(vslots[k]), x), vslots[k])
-            self.loop(const(I64, 0), const(I64, n), u * w, ubody)
-            mid = self._last_iv
-
-            def vbody(i):
-                self.vals[args[d]] = i
-                self.lane_arg = args[d]
-                self.emit_ops(body, w)
-                x = self.value(yielded, w)
-                self.keep_row(op, x, w)
-                b.store(combine(self, kind, t, b.load(vslots[0]), x), vslots[0])
-            self.loop(mid, const(I64, n), w, vbody)
-            tail = self._last_iv
-
-            def sbody(i):
-                self.vals[args[d]] = i
-                self.emit_ops(body, 1)
-                x = self.value(yielded, 1)
-                self.keep_row(op, x, 1)
-                b.store(combine(self, kind, t, b.load(sslot), x), sslot)
-            self.loop(tail, const(I64, n), 1, sbody)
-
-        if len(ranges) == 1:
-            inner(None)
+        if not ranges:
+            self.emit_ops(body, 1)
+            b.store(fold(b.load(sslot), self.value(yielded, 1)), sslot)
         else:
-            def nest(d):
+            def nest(d: int) -> None:
                 if d == len(ranges) - 1:
-                    inner(None)
+                    inner()
                     return
 
                 def outer(i):
@@ -653,6 +667,25 @@ class KernelCodegen:
                     nest(d + 1)
                 self.loop(const(I64, 0), const(I64, ranges[d]), 1, outer)
             nest(0)
+        total = b.load(sslot)
+        if vslots:
+            vacc = b.load(vslots[0])
+            for s in vslots[1:]:
+                vacc = combine(self, kind, t, vacc, b.load(s))
+            total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
+        nan_seen = None
+        if flag:
+            lanes = b.load(flags[0])
+            lanes = b.icmp_signed("!=", lanes, ir.Constant(lanes.type, None))
+            nan_seen = b.or_(self.em.any_lane(b, lanes), b.load(flags[1]))
+        return total, nan_seen
+
+    def keep_row(self, op: L.ReduceOp, x: ir.Value, w: int) -> None:
+        """Store the yielded value into the reduce's cached row (see
+        `plan_row_cache`), at the current index of its (single) dim."""
+        row = self.row_rows.get(op)
+        if row is not None:
+            self.row_access(row, self.vals[op.body.block.args[0]], w, store=x)
 
     def emit_argreduce(self, op, body, yielded, kind, ranges) -> ir.Value:
         """Scalar loop: first position of the extreme; a NaN wins (numpy)."""
