@@ -151,7 +151,7 @@ class _Grad(_Transform):
             trees.append(tdef)
             wrt_arrays.append(new)
             args[i] = pytree.unflatten(tdef, new)
-        wrt_arrays, args = _distinct(tracer, wrt_arrays, args, nums, trees)
+        wrt_arrays, args, pairs = _fresh(tracer, wrt_arrays, args, nums, trees)
         wrt = [t._v() for ts in wrt_arrays for t in ts]
         region = _Region(tracer)
         tracer.grad_regions += 1
@@ -159,6 +159,7 @@ class _Grad(_Transform):
             out = self.fn(*args, **kwargs)
         finally:
             tracer.grad_regions -= 1
+        _write_back(tracer, pairs)
         if self.has_aux:
             if not (isinstance(out, (tuple, list)) and len(out) == 2):
                 raise TypeError(f"{self.kind}(has_aux=True): the function must return a pair "
@@ -199,30 +200,36 @@ def _lift_float(tracer, leaf, where: str, what: str):
     return leaf
 
 
-def _distinct(tracer, wrt_arrays, args, nums, trees):
-    """The same array passed in two differentiated positions gets two
-    separate graph values, so each position gets its own gradient."""
+def _fresh(tracer, wrt_arrays, args, nums, trees):
+    """Each differentiated argument gets its own graph value (an identity op
+    the canonicalizer removes later): the derivative is taken with respect to
+    that position alone, so the same array passed in another position, or
+    reached through a closure, stays a constant (as in JAX and HIPS autograd).
+    Returns the new arrays, the new args and (original, fresh) pairs so that
+    writes to a fresh array reach the caller's array."""
     from dialects import array as A
 
-    seen: set[int] = set()
-    dup = False
-    for ts in wrt_arrays:
-        for t in ts:
-            if id(t) in seen:
-                dup = True
-            seen.add(id(t))
-    if not dup:
-        return wrt_arrays, args
+    pairs = []
     out = []
     for k, (i, ts) in enumerate(zip(nums, wrt_arrays)):
         new = []
         for t in ts:
             v = t._v()
             copy = tracer.prims._emit(A.BroadcastOp(v, v.type))
-            new.append(tracer.wrap(copy, weak=t._weak, scalar=t._scalar))
+            nt = tracer.wrap(copy, weak=t._weak, scalar=t._scalar, readonly=t._readonly)
+            new.append(nt)
+            pairs.append((t, nt))
         out.append(new)
         args[i] = pytree.unflatten(trees[k], new)
-    return out, args
+    return out, args, pairs
+
+
+def _write_back(tracer, pairs) -> None:
+    """Writes the function made to a differentiated argument land in the
+    caller's array (functionalized, like any other write)."""
+    for orig, fresh in pairs:
+        if fresh._st.mutated:
+            tracer.write(orig, fresh._st.value)
 
 
 def _scalar_output(tracer, loss, what: str):
@@ -288,7 +295,7 @@ def _vjp_in_trace(tracer, fn, primals):
         trees.append(tdef)
         wrt_arrays.append(new)
         args[i] = pytree.unflatten(tdef, new)
-    wrt_arrays, args = _distinct(tracer, wrt_arrays, args, range(len(args)), trees)
+    wrt_arrays, args, pairs = _fresh(tracer, wrt_arrays, args, range(len(args)), trees)
     wrt = [t._v() for ts in wrt_arrays for t in ts]
     region = _Region(tracer)
     tracer.grad_regions += 1
@@ -296,6 +303,7 @@ def _vjp_in_trace(tracer, fn, primals):
         out = fn(*args)
     finally:
         tracer.grad_regions -= 1
+    _write_back(tracer, pairs)
     leaves, out_tree = pytree.flatten(out)
     outs = []
     for x in leaves:

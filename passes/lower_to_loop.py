@@ -375,6 +375,9 @@ class KernelEmitter:
         reductions = []
         p = None
         for v, idx in found:
+            if v is root:  # the kernel's rows are the root reduction's
+                p = is_prefix(idx)
+        for v, idx in found:
             k = is_prefix(idx)
             if k is None:
                 raise Restart(v, f"{v.owner.name} is realized: its consumer reads it at "

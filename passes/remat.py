@@ -140,11 +140,19 @@ def _materialized(values: list[SSAValue], args: set[SSAValue]) -> list[SSAValue]
             return True
         return isinstance(op, _VIEWS) and free(op.operands[0])
 
-    for v in values:
+    def visit(v: SSAValue) -> None:
         while isinstance(v.owner, _VIEWS):
             v = v.owner.operands[0]
+        op = v.owner
+        if isinstance(op, Operation) and op.attributes.get(REMAT) is not None:
+            for o in op.operands:  # checkpointed: saved as what it is computed from
+                visit(o)
+            return
         if not free(v) and v not in out:
             out.append(v)
+
+    for v in values:
+        visit(v)
     return out
 
 
@@ -161,9 +169,10 @@ def _min_cut(fwd: list[Operation], crossing: list[SSAValue], fwd_outs: set[SSAVa
         g.add_edge(("in", a), ("out", a), capacity=0)
     for op in fwd:
         for r in op.results:
-            if bans and op in required_fw and _banned(op):
+            remat = op.attributes.get(REMAT) is not None
+            if bans and op in required_fw and _banned(op) and not remat:
                 g.add_edge("source", ("in", r))
-            if op.attributes.get(REMAT) is not None:
+            if remat:
                 g.add_edge(("in", r), ("out", r))  # infinite: never saved
             else:
                 g.add_edge(("in", r), ("out", r), capacity=nbytes(r))

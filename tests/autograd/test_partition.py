@@ -84,11 +84,12 @@ def check_strategies(results, backend, rtol, context=""):
 # random programs
 
 
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
 @examples(0.6)
 @given(prog=grad_programs())
-def test_random_programs_every_strategy_agrees(prog: GradProgram):
-    results = run_all(prog.fn(np), prog.args, "numpy", argnums=tuple(range(prog.n_inputs)))
-    check_strategies(results, "numpy", prog.rtol(), repr(prog))
+def test_random_programs_every_strategy_agrees(prog: GradProgram, backend):
+    results = run_all(prog.fn(np), prog.args, backend, argnums=tuple(range(prog.n_inputs)))
+    check_strategies(results, backend, prog.rtol(), repr(prog))
 
 
 # ---------------------------------------------------------------------------
