@@ -76,7 +76,7 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
         from passes.remat import has_backward
 
         if has_backward(module):
-            prog = PartitionedProgram(module, backend, layouts, partition)
+            prog = PartitionedProgram(module, backend, layouts, partition, cache_key[0])
         else:
             prog = _compile_segment(module, backend, layouts)
         if len(_PROGRAMS) >= PROGRAM_CACHE_SIZE:
@@ -106,14 +106,17 @@ class PartitionedProgram:
     values (compiled on first use, for the saved values' layouts)."""
 
     def __init__(self, module: ModuleOp, backend: str, layouts: list[str] | None,
-                 partition: tuple[str, float | None]):
+                 partition: tuple[str, float | None], key: str):
         from passes.remat import partition as cut
 
+        # the halves are cached under the joint function's key (no re-printing)
+        self.key = f"{key}\n// partition {partition}"
         self.backend = backend
         self.layouts = list(layouts or [])
         self.partition = cut(module.clone(), partition[0], partition[1])
         assert self.partition is not None
-        self.forward = compile_segment(self.partition.forward, backend, self.layouts)
+        self.forward = compile_segment(self.partition.forward, backend, self.layouts,
+                                       self.key + " forward")
         self._backward: dict[tuple, Callable] = {}
         self.n_results = len(self.partition.fwd_results) + len(self.partition.bwd_results)
         self.programs: list[Callable] = [self.forward]
@@ -127,7 +130,7 @@ class PartitionedProgram:
         prog = self._backward.get(lay)
         if prog is None:
             prog = compile_segment(self.partition.backward, self.backend,
-                                   self.layouts + list(lay))
+                                   self.layouts + list(lay), self.key + " backward")
             self._backward[lay] = prog
             self.programs = [self.forward, prog]
         return prog
