@@ -3,6 +3,10 @@
 The cost model, all of it:
 * vector width = the target's vector bits / the widest element type the
   kernel touches (32 bits at least): 16 f32 lanes on AVX-512, 8 on AVX2;
+  twice that for a kernel with LONG_CHAIN or more transcendentals and
+  divisions: one step's dependency chain is then so long that the
+  out-of-order window holds too few steps, and two registers per value give
+  it independent work (Black-Scholes: 1.24x);
 * reductions whose innermost extent holds 16 vectors or more get 4
   independent accumulators (hides the add latency, shortens rounding chains);
 * the launch splits the flattened parallel dims across threads; a kernel with
@@ -15,22 +19,33 @@ The cost model, all of it:
 * an output of STREAM_BYTES or more that the kernel only writes is stored
   around the cache (discardable attribute `nontemporal`, buffer positions):
   it would not stay in the last-level cache anyway, and a normal store first
-  reads each line it writes (1.5x the memory traffic of a copy)."""
+  reads each line it writes (1.5x the memory traffic of a copy);
+* consecutive point-wise kernels over the same domain become one launch
+  (`merge_pointwise`; discardable attribute `merged`, the kernels' names):
+  each kernel's pass over memory costs more than its arithmetic, and values
+  a later kernel reloads are forwarded instead."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import IntegerType, MemRefType, ModuleOp
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import ArrayAttr, IntegerType, MemRefType, ModuleOp, StringAttr
+from xdsl.ir import Operation, SSAValue
+from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
-from xdsl.rewriter import Rewriter
+from xdsl.rewriter import InsertPoint, Rewriter
+from xdsl.transforms.common_subexpression_elimination import cse
 
 from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
 
 L2_BYTES = 512 * 1024
+LONG_CHAIN = 4  # transcendentals and divisions per point that make a chain "long"
+_CHEAP_MATH = ("math.absf", "math.copysign", "math.floor", "math.ceil", "math.trunc",
+               "math.roundeven")
 STREAM_BYTES = 32 << 20  # about a server L3: outputs this big evict it anyway
 
 
@@ -54,8 +69,12 @@ class Schedule(ModulePass):
     vector_bits: int = 256
     threads: int = 1
     parallel_threshold: int = 1 << 15
+    merge: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.merge:
+            for f in [o for o in op.walk() if isinstance(o, func.FuncOp)]:
+                merge_pointwise(f)
         for k in [o for o in op.walk() if isinstance(o, L.KernelOp)]:
             Rewriter.replace_op(k, self.schedule(k))
 
@@ -63,6 +82,8 @@ class Schedule(ModulePass):
         bufs = list(k.buffers)
         bits = max([32] + [_bits(b.type.element_type) for b in bufs])
         width = max(self.vector_bits // bits, 1)
+        if _chain_ops(k) >= LONG_CHAIN:
+            width *= 2
         P = A.ints(k.parallel)
         body = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
         reduces = [o for o in k.body.walk() if isinstance(o, L.ReduceOp)]
@@ -89,6 +110,8 @@ class Schedule(ModulePass):
         streamed = self.streamed(k)
         if streamed:
             kop.attributes["nontemporal"] = A.i64_array(streamed)
+        if "merged" in k.attributes:
+            kop.attributes["merged"] = k.attributes["merged"]
         return kop
 
     @staticmethod
@@ -98,3 +121,128 @@ class Schedule(ModulePass):
         stored = {o.buffer for o in k.body.walk() if isinstance(o, L.StoreOp)}
         return [j for j, b in enumerate(k.buffers) if b in stored and b not in loaded
                 and _size(b.type) * _bits(b.type.element_type) // 8 >= STREAM_BYTES]
+
+
+def _chain_ops(k: L.KernelOp) -> int:
+    """Transcendental functions and divisions in the kernel's body."""
+    return sum(1 for o in k.body.walk()
+               if (o.name.startswith("math.") and o.name not in _CHEAP_MATH)
+               or o.name == "arith.divf")
+
+
+# ---- merging point-wise kernels ---------------------------------------------
+def _single_map(k: Operation) -> L.MapOp | None:
+    """The map of a kernel with no parallel dims whose body is one map."""
+    if not isinstance(k, L.KernelOp) or A.ints(k.parallel):
+        return None
+    ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+    return ops[0] if len(ops) == 1 and isinstance(ops[0], L.MapOp) else None
+
+
+def _accesses(m: L.MapOp) -> list[L.LoadOp | L.StoreOp]:
+    return [o for o in m.body.block.ops if isinstance(o, (L.LoadOp, L.StoreOp))]
+
+
+def _mergeable(maps: list[L.MapOp]) -> bool:
+    """Running the maps' bodies one after the other at each point is the same
+    as running the maps one after the other: every buffer one of them writes
+    is a fresh allocation of the maps' shape, read and written only at the
+    point itself (so no point sees another point's value), and no map's body
+    holds a region."""
+    ranges = list(A.ints(maps[0].ranges))
+    if any(list(A.ints(m.ranges)) != ranges for m in maps):
+        return False
+    if any(o.regions for m in maps for o in m.body.block.ops):
+        return False
+    written = {o.buffer for m in maps for o in _accesses(m) if isinstance(o, L.StoreOp)}
+    identity = AffineMap.identity(len(ranges))
+    for b in written:
+        if not isinstance(b.owner, memref.AllocOp) or list(b.type.get_shape()) != ranges:
+            return False
+    for m in maps:
+        for o in _accesses(m):
+            if o.buffer in written and (o.map.data != identity
+                                        or list(o.indices) != list(m.body.block.args)):
+                return False
+    return True
+
+
+def merge_pointwise(f: func.FuncOp) -> None:
+    """Runs of `loop.kernel`s (only allocations between them) that each are
+    one map over the same ranges, with no parallel dims, become one kernel
+    with one map when `_mergeable`: the bodies in order, a load of a buffer
+    an earlier body stored replaced by the stored value, and stores to a
+    buffer that nothing outside the run uses dropped with its allocation.
+    Black-Scholes' five kernels (each re-reading its inputs from memory)
+    become one pass."""
+    runs, run = [], []
+    for op in list(f.body.block.ops):
+        if isinstance(op, memref.AllocOp):
+            continue
+        m = _single_map(op)
+        if m is not None and run and _mergeable([_single_map(k) for k in run] + [m]):
+            run.append(op)
+            continue
+        runs.append(run)
+        run = [op] if m is not None else []
+    runs.append(run)
+    for run in runs:
+        if len(run) > 1:
+            _merge(run)
+
+
+def _merge(run: list[L.KernelOp]) -> None:
+    maps = [_single_map(k) for k in run]
+    inside = set(run)
+
+    def only_inside(v: SSAValue) -> bool:
+        for use in v.uses:
+            op = use.operation
+            while op is not None and op not in inside:
+                op = op.parent_op()
+            if op is None:
+                return False
+        return True
+
+    written = {o.buffer for m in maps for o in _accesses(m) if isinstance(o, L.StoreOp)}
+    dead = {b for b in written if only_inside(b)}
+    new_map = L.MapOp(A.ints(maps[0].ranges))
+    block = new_map.body.block
+    mapper: dict[SSAValue, SSAValue] = {}
+    stored: dict[SSAValue, SSAValue] = {}  # buffer -> the value last stored (identity point)
+    loaded: dict[tuple, SSAValue] = {}  # (buffer, map, indices) -> value, read-only buffers
+    for m in maps:
+        mapper.update(zip(m.body.block.args, block.args))
+        for o in m.body.block.ops:
+            if isinstance(o, L.YieldOp):
+                continue
+            if isinstance(o, L.LoadOp) and o.buffer in stored:
+                mapper[o.result] = stored[o.buffer]
+                continue
+            if isinstance(o, L.LoadOp) and o.buffer not in written:
+                key = (o.buffer, o.map, tuple(mapper.get(i, i) for i in o.indices))
+                if key in loaded:
+                    mapper[o.result] = loaded[key]
+                    continue
+            if isinstance(o, L.StoreOp) and o.buffer in written:
+                stored[o.buffer] = mapper.get(o.value, o.value)
+                if o.buffer in dead:
+                    continue
+            c = o.clone(value_mapper=mapper)
+            block.add_op(c)
+            mapper.update(zip(o.results, c.results))
+            if isinstance(o, L.LoadOp) and o.buffer not in written:
+                loaded[key] = c.result
+    block.add_op(L.YieldOp())
+    cse(block)  # the kernels' common arithmetic (Black-Scholes: sqrt(T), exp(-rT)) once
+    buffers: list[SSAValue] = []
+    for k in run:
+        buffers += [b for b in k.buffers if b not in dead and b not in buffers]
+    merged = L.KernelOp(run[0].sym_name.data, buffers, [])
+    merged.body.block.add_ops([new_map, L.YieldOp()])
+    merged.attributes["merged"] = ArrayAttr([StringAttr(k.sym_name.data) for k in run])
+    Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
+    for k in run:
+        Rewriter.erase_op(k)
+    for b in dead:
+        Rewriter.erase_op(b.owner)

@@ -150,3 +150,77 @@ def test_extreme_reductions_with_nan_rows(dtype, cols, kind):
     got = lowering.compile(fn, backend="cpu")(x)
     np.testing.assert_array_equal(got, fn(x))
     assert np.isnan(got[:cols]).all()
+
+
+# ---- merged point-wise kernels -------------------------------------------------
+def black_scholes(S, K, T):
+    from bench.workloads import black_scholes as bs
+
+    return bs(S, K, T)
+
+
+def reversed_mix(x):
+    """Two kernels over the same points, the second reading the first one's
+    output in reverse: not mergeable."""
+    y = np.exp(np.sin(x)) / (1.0 + np.log(np.abs(x) + 1.0))
+    return y[::-1] * y + y[::-1] / (y + 1.0) - y
+
+
+def chain_with_output(x):
+    """An intermediate that is also returned stays stored."""
+    a = np.log(np.abs(x) + 1.0)
+    b = a / (1.0 + np.abs(x))
+    return b * np.exp(-a), a
+
+
+def merged_names(fn, args: str) -> list[list[str]]:
+    out = io.StringIO()
+    assert (
+        dump.main(
+            [f"tests/codegen/test_kernels.py::{fn}", "--args", args, "--stage", "kernel"], out=out
+        )
+        == 0
+    )
+    module = Parser(
+        context(), out.getvalue()[out.getvalue().index("builtin.module") :]
+    ).parse_module()
+    return [
+        [n.data for n in k.attributes["merged"].data]
+        if "merged" in k.attributes
+        else [k.sym_name.data]
+        for k in module.walk()
+        if isinstance(k, K.KernelOp)
+    ]
+
+
+def test_black_scholes_is_one_kernel():
+    assert merged_names("black_scholes", "f32[1000] f32[1000] f32[1000]") == [
+        ["k1", "k2", "k3", "k4", "k5"]
+    ]
+
+
+def test_no_merge_across_points():
+    assert merged_names("reversed_mix", "f32[1000]") == [["k1"], ["k2"]]
+
+
+@pytest.mark.parametrize("fn,n", [(black_scholes, 3), (reversed_mix, 1), (chain_with_output, 1)])
+@pytest.mark.parametrize("size", [7, 1000, 70001])
+def test_merged_kernels_give_the_same_values(fn, n, size, monkeypatch):
+    """Bitwise the values of the kernels run one after the other."""
+    rng = np.random.default_rng(size)
+    args = [rng.uniform(0.5, 30, size).astype(np.float32) for _ in range(n)]
+    args[0][::5] = -args[0][::5]
+    got = lowering.compile(fn, backend="cpu")(*args)
+    monkeypatch.setattr(schedule, "merge_pointwise", lambda f: None)
+    lowering.pipeline._PROGRAMS.clear()
+    again = lowering.compile(fn, backend="cpu")(*args)
+    for g, a in zip(
+        got if isinstance(got, tuple) else (got,), again if isinstance(again, tuple) else (again,)
+    ):
+        np.testing.assert_array_equal(g, a)
+    with np.errstate(all="ignore"):
+        want = fn(*args)
+    for g, w in zip(
+        got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
+    ):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6 * np.nanmax(np.abs(w)))
