@@ -769,24 +769,26 @@ def _tanh_f64(e: _E, x):
 
 
 # ---------------------------------------------------------------- log family
-def _split_exponent(e: _E, a):
-    """a > 0 finite (normal or subnormal) = 2^k m, m in [sqrt(1/2), sqrt(2)).
-    Returns (k as float, m)."""
+def _split_exponent(e: _E, a, subnormals: bool = True):
+    """a > 0 finite (normal, or subnormal if `subnormals`) = 2^k m, m in
+    [sqrt(1/2), sqrt(2)). Returns (k as float, m)."""
     k = _CONSTS[e.f.name]
-    sub = e.lt(a, e.c(k.min_normal))
-    a = e.sel(sub, e.mul(a, e.c(2.0**k.sub_shift)), a)
+    if subnormals:
+        sub = e.lt(a, e.c(k.min_normal))
+        a = e.sel(sub, e.mul(a, e.c(2.0**k.sub_shift)), a)
     d = e.isub(e.bits(a), e.ci(k.sqrt_half_bits))
     kf = e.to_float(e.iashr(d, e.f.mant))
-    kf = e.sub(kf, e.sel(sub, e.c(float(k.sub_shift)), e.c(0.0)))
+    if subnormals:
+        kf = e.sub(kf, e.sel(sub, e.c(float(k.sub_shift)), e.c(0.0)))
     mask = (1 << e.f.mant) - 1
     m = e.from_bits(e.iadd(e.iand(d, e.ci(mask)), e.ci(k.sqrt_half_bits)))
     return kf, m
 
 
-def _log_parts(e: _E, a):
+def _log_parts(e: _E, a, subnormals: bool = True):
     """log(a) = k ln2 + hi + lo for a > 0 finite; (hi + lo) = log(m) = 2 atanh(s)
     written as f - f^2/2 + s (f^2/2 + R), f = m - 1, s = f / (2 + f)."""
-    kf, m = _split_exponent(e, a)
+    kf, m = _split_exponent(e, a, subnormals)
     f = e.sub(m, e.c(1.0))
     s = e.div(f, e.add(f, e.c(2.0)))
     z = e.mul(s, s)
@@ -819,13 +821,24 @@ def _log_special(e: _E, a, res):
 
 
 def _log_n(base: str | None, scale: str | None):
+    """log, log2, log10. Fast path when every lane is a positive normal
+    number: no subnormal scaling and no special-value selects (the same
+    arithmetic otherwise, so a lane's result never depends on its
+    neighbours)."""
+
     def impl(e: _E, x):
         k = _CONSTS[e.f.name]
-        kf, hi, lo = _log_parts(e, x)
         b = getattr(k, base) if base else (1.0, 0.0)
-        return _log_special(
-            e, x, _log_combine(e, kf, hi, lo, b, getattr(k, scale) if scale else None)
-        )
+        sc = getattr(k, scale) if scale else None
+
+        def fast():
+            return _log_combine(e, *_log_parts(e, x, subnormals=False), b, sc)
+
+        def general():
+            return _log_special(e, x, _log_combine(e, *_log_parts(e, x), b, sc))
+
+        ok = e.and_(e.ge(x, e.c(k.min_normal)), e.lt(x, e.c(float("inf"))))
+        return e.fast_or_general(ok, fast, general)
 
     return impl
 
