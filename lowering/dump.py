@@ -450,7 +450,7 @@ def print_grad(d: Dump, out: TextIO, budget: float | None) -> None:
     for i, module in enumerate(d.modules):
         graph = f" graph {i}" if len(d.modules) > 1 else ""
         out.write(f"// -----// joint forward+backward{graph} (backward ops marked {{bwd}}) //----- //\n")
-        out.write(f"{module}\n")
+        out.write(f"{str(module)}\n")
         totals = []
         plans = [("save_all", None), ("min_cut", None)]
         if budget is not None:
@@ -461,8 +461,8 @@ def print_grad(d: Dump, out: TextIO, budget: float | None) -> None:
                 out.write("// no backward ops: nothing to partition\n")
                 break
             name = strategy if b is None else f"memory_budget={b} -> {p.strategy}"
-            out.write(f"// -----// {name}: forward{graph} //----- //\n{p.forward}\n")
-            out.write(f"// -----// {name}: backward{graph} //----- //\n{p.backward}\n")
+            out.write(f"// -----// {name}: forward{graph} //----- //\n{str(p.forward)}\n")
+            out.write(f"// -----// {name}: backward{graph} //----- //\n{str(p.backward)}\n")
             out.write("// " + p.describe().replace("\n", "\n// ") + "\n")
             totals.append((name, p.saved_bytes))
         if totals:

@@ -304,3 +304,28 @@ def test_stage_all_prints_every_level_in_order():
     marks = [out.index(m) for m in ("array.reduce", "// -----// loop level", "// -----// kernel level",
                                     "// -----// llvm level", "// -----// asm level")]
     assert marks == sorted(marks)
+
+
+def test_grad_dump_shows_joint_forward_backward_and_saved_bytes():
+    code, out = run_main("--example", "mlp", "--args", "f32[8,16] f32[16,32] f32[32] f32[32,4] f32[4]",
+                         "--grad", "--memory-budget", "0.5")
+    assert code == 0
+    assert "joint forward+backward" in out and "{bwd}" in out
+    for name in ("save_all", "min_cut", "memory_budget=0.5"):
+        assert f"// -----// {name}" in out
+    m = re.search(r"saved bytes per strategy: save_all (\d+), min_cut (\d+), "
+                  r"memory_budget=0\.5 -> \w+ (\d+)", out)
+    assert m, out[-2000:]
+    save_all, min_cut, budget = map(int, m.groups())
+    assert 0 < min_cut <= save_all and budget <= 0.5 * save_all
+    # each forward and backward function parses back and verifies
+    funcs = re.findall(r"// -----// [^\n]*(?:forward|backward) //----- //\n(builtin\.module \{.*?\n\})\n",
+                       out, re.S)
+    assert len(funcs) == 6
+    for text in funcs:
+        Parser(context(), text).parse_module().verify()
+
+
+def test_grad_dump_needs_a_float_argument_and_budget_needs_grad():
+    code, _ = run_main("--example", "mlp", "--memory-budget", "0.5")
+    assert code == 2
