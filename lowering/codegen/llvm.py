@@ -223,6 +223,7 @@ class KernelCodegen:
         self.streamed = {self.bufs[j] for j in (A.ints(nt) if nt is not None else ())}
         self.streaming = False  # inside the aligned version of a map with streamed stores
         self.row_plan = plan_row_cache(ops)
+        self.prefetch_next = False  # vector loads also prefetch the next row (see emit_reduce)
         self.row_rows: dict[L.ReduceOp, ir.Value] = {}  # reduce -> its row (stack array)
         self.row_reads: dict[SSAValue, tuple[ir.Value, SSAValue]] = {}  # value -> row, index
         if P:
@@ -499,6 +500,8 @@ class KernelCodegen:
             return self.splat(self.from_mem(x, buf.type.element_type), w)
         if stride == 1:
             p = b.gep(base, [self.offset(buf, exprs)])
+            if self.prefetch_next:
+                self.prefetch_next_point(buf, exprs, p)
             x = b.load(b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
             return self.from_mem(x, buf.type.element_type)
         vals = ir.Constant(ir.VectorType(mt, w), ir.Undefined)
@@ -506,6 +509,26 @@ class KernelCodegen:
             x = b.load(b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
             vals = b.insert_element(vals, x, const(I32, lane))
         return self.from_mem(vals, buf.type.element_type)
+
+    def prefetch_next_point(self, buf, exprs, p: ir.Value) -> None:
+        """Prefetch what this load reads at the next parallel point (the next
+        row), so that the next row's first pass over memory finds it cached."""
+        par = self.k.body.block.args
+        if len(par) != 1 or par[0] not in self.scope:
+            return
+        coefs = [linear_coef(e, self.scope.index(par[0])) for e in exprs]
+        if any(c is None for c in coefs) or not any(coefs):
+            return
+        b = self.b
+        delta = const(I64, 0)
+        for c, st in zip(coefs, self.strides[buf]):
+            if c:
+                delta = b.add(delta, b.mul(const(I64, c), st))
+        addr = b.bitcast(b.gep(p, [delta]), I8.as_pointer())
+        name = "llvm.prefetch.p0"
+        f = self.em.module.globals.get(name) or ir.Function(
+            self.em.module, ir.FunctionType(VOID, [I8.as_pointer(), I32, I32, I32]), name)
+        b.call(f, [addr, const(I32, 0), const(I32, 3), const(I32, 1)])  # read, keep, data
 
     def store(self, op: L.StoreOp, w: int) -> None:
         b = self.b
@@ -575,7 +598,13 @@ class KernelCodegen:
             row.align = 64
             self.row_rows[op] = row
         if not (kind in ("max", "min") and is_float(t) and w > 1):
-            return self._reduce_pass(op, body, yielded, w, None)[0]
+            # a costly pass over a row that another pass re-reads: fetch the
+            # next row meanwhile, so the first pass over it runs from cache
+            self.prefetch_next = (self.k.reduction.data == "row-in-cache"
+                                  and any(o.name.startswith("math.") for o in body))
+            total = self._reduce_pass(op, body, yielded, w, None)[0]
+            self.prefetch_next = False
+            return total
         pred = ">" if kind == "max" else "<"
         total, nan_seen = self._reduce_pass(
             op, body, yielded, w, lambda a, x: b.select(b.fcmp_ordered(pred, a, x), a, x))

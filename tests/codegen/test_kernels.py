@@ -224,3 +224,15 @@ def test_merged_kernels_give_the_same_values(fn, n, size, monkeypatch):
         got if isinstance(got, tuple) else (got,), want if isinstance(want, tuple) else (want,)
     ):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6 * np.nanmax(np.abs(w)))
+
+
+def test_costly_row_pass_prefetches_the_next_row():
+    out = io.StringIO()
+    dump.main(["--example", "softmax", "--args", "f32[8,256]", "--stage", "llvm"], out=out)
+    assert "llvm.prefetch" in out.getvalue()
+    out = io.StringIO()
+    dump.main(
+        ["--example", "layernorm", "--args", "f32[8,256] f32[256] f32[256]", "--stage", "llvm"],
+        out=out,
+    )
+    assert "llvm.prefetch" not in out.getvalue()  # no transcendental pass to hide it behind
