@@ -21,7 +21,7 @@ from dialects import kernel as K
 from dialects import loop as L
 from passes.lower_to_loop import lower_func
 from passes.schedule import Schedule
-from runtime import cpu
+from runtime import blas, cpu
 from runtime.memory import POOL
 
 from ..capture.dtypes import from_ir
@@ -82,16 +82,6 @@ class Step:
     args: tuple
 
 
-def _matmul(ta: bool, tb: bool):
-    if not (ta or tb):
-        return lambda a, b, out: np.matmul(a, b, out=out)
-
-    def run(a, b, out):
-        np.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
-
-    return run
-
-
 class CpuProgram:
     def __init__(self, loop_module: ModuleOp, n_inputs: int):
         f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
@@ -114,7 +104,10 @@ class CpuProgram:
                 outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
                 if op.fn.data.startswith("matmul"):
                     flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
-                    run = _matmul(flags[0] == "t", flags[1] == "t")
+                    out_t = op.buffers[-1].type
+                    k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
+                    flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
+                    run = blas.matmul(flags[0] == "t", flags[1] == "t", flops)
                 else:
                     rule = _parse_extern(op.config.data)
 
