@@ -13,7 +13,18 @@ pointer; `strides[off_j + d]` its stride in elements along dim d.
 Scalar semantics are numpy's (the ops handler below): no `nnan`/`ninf`
 flags, NaN-propagating maximum/minimum like np.maximum, Python-style floor
 division and modulo, numpy's integer division by zero (0), shifts past the
-width, and numpy's float->int casts on x86 (out of range -> INT_MIN)."""
+width, and numpy's float->int casts on x86 (out of range -> INT_MIN).
+
+What the emitter adds to the schedule, per kernel (each keeps the values
+bitwise those of the plain loops; tests/codegen/test_kernels.py):
+- a reduce whose costly per-element value a later map of the same row
+  computes again keeps it in a stack row (`plan_row_cache`: softmax's exp);
+- float max/min reductions step with vmaxps/vminps plus a NaN flag, and
+  redo a row that had a NaN with the NaN-propagating step;
+- a costly pass over a row that a later pass re-reads prefetches the next
+  row (the next max pass then reads from cache);
+- stores to buffers the schedule marks `nontemporal` go around the cache
+  when the map's first vector store is aligned (else ordinary stores)."""
 
 from __future__ import annotations
 
