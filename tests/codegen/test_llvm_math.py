@@ -611,3 +611,28 @@ def _timed(f) -> float:
     t0 = time.perf_counter()
     f()
     return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------- fast paths
+# functions with a whole-vector fast path (`fast_or_general`), and a value
+# that sends a vector down the general path
+GENERAL_LANE = {"exp": 1000.0, "log": -1.0, "log2": 0.0, "log10": float("nan")}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("name", sorted(GENERAL_LANE))
+def test_result_does_not_depend_on_neighbours(name, dtype):
+    """A lane's result is the same whether its vector took the fast path or,
+    because another lane needed it, the general one (bitwise)."""
+    t = DTYPES[dtype]
+    rng = np.random.default_rng(5)
+    lo, hi = (0.5, 30.0) if name.startswith("log") else (-20.0, 20.0)
+    xs = rng.uniform(lo, hi, WIDTH * 64).astype(t)
+    alone = jit(dtype)(name, xs)
+    mixed = xs.copy()
+    mixed[::WIDTH] = GENERAL_LANE[name]  # one such lane in every vector
+    got = jit(dtype)(name, mixed)
+    keep = np.ones(xs.size, bool)
+    keep[::WIDTH] = False
+    np.testing.assert_array_equal(got[keep], alone[keep])
+    np.testing.assert_array_equal(got[~keep], reference(name, mixed[~keep]))
