@@ -110,9 +110,29 @@ def generated(op: Operation) -> bool:
         return fn in GENERATED_UFUNCS
     if isinstance(op, A.ConstantOp):
         return not op.value.data.startswith("bytes:")
+    if isinstance(op, A.ReduceOp) and column_reduction(op):
+        return False
     if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
         return True
     return is_elementwise(op) or is_view(op)
+
+
+COLUMN_REDUCTION_BYTES = 1 << 16
+
+
+def column_reduction(op: A.ReduceOp) -> bool:
+    """A reduction over leading axes that keeps a long innermost axis (e.g.
+    a bias gradient, `g.sum(axis=0)`): the kernels reduce a row at a time,
+    so it would walk columns with a stride; numpy's own loop accumulates row
+    by row at memory speed (an extern, for big inputs)."""
+    shape = op.input.type.get_shape()
+    axes = A.ints(op.axes)
+    if not shape or (len(shape) - 1) in axes or shape[-1] < 8:
+        return False
+    n = 1
+    for d in shape:
+        n *= d
+    return n * 4 >= COLUMN_REDUCTION_BYTES
 
 
 # ---- index transforms (consumer index -> operand index) -----------------------

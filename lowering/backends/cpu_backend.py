@@ -198,6 +198,34 @@ def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
     return out
 
 
+def merged_report(report, kernel_module: ModuleOp):
+    """The lowering's report with the kernels `schedule` merged into one
+    launch listed once ("k2+k3+k4", their fused ops together), so that
+    `explain`'s kernel_count is the launches a call makes."""
+    from passes.lower_to_loop import LoweringReport
+
+    groups: dict[str, list[str]] = {}
+    for op in kernel_module.walk():
+        if isinstance(op, K.KernelOp) and "merged" in op.attributes:
+            names = [a.data for a in op.attributes["merged"]]  # type: ignore[attr-defined]
+            groups[names[0]] = names
+    if not groups:
+        return report
+    head_of = {n: head for head, names in groups.items() for n in names}
+    kernels: list[tuple[str, list[str]]] = []
+    at: dict[str, int] = {}
+    for name, ops in report.kernels:
+        head = head_of.get(name)
+        if head is None:
+            kernels.append((name, ops))
+        elif head in at:
+            kernels[at[head]][1].extend(o for o in ops if o not in kernels[at[head]][1])
+        else:
+            at[head] = len(kernels)
+            kernels.append(("+".join(groups[head]), list(ops)))
+    return LoweringReport(kernels, report.refused)
+
+
 def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
     f = next(op for op in module.ops if isinstance(op, func.FuncOp))
     add_layouts(module, layouts)
@@ -210,5 +238,5 @@ def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
     if config.verify_each_pass:
         kernel_module.verify()
     prog = CpuProgram(kernel_module, len(f.body.blocks[0].args))
-    prog.report = report
+    prog.report = merged_report(report, kernel_module)
     return prog
