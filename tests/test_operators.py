@@ -245,3 +245,16 @@ def test_matmul_inplace(ab):
 
     k = a.shape[-1] if a.ndim else 1
     assert_matches_numpy(fn, a, b, rtol=TOLERANCES.rtol(np.result_type(a, b), "reduction", k))
+
+
+@pytest.mark.parametrize("x_dtype,y_dtype", [(np.int32, np.float32), (np.int32, np.int32)])
+def test_matmul_inplace_into_a_read_only_array_raises_like_numpy(x_dtype, y_dtype):
+    """numpy reports the read-only output before the output cast."""
+    x = np.ones((2, 2), x_dtype)
+    x.flags.writeable = False
+
+    def fn(x, y):
+        x @= y
+        return x
+
+    assert_matches_numpy(fn, x, np.ones((2, 2), y_dtype))

@@ -56,6 +56,8 @@ def matmul(tr, a, b, out=None, dtype=None, casting="same_kind", **kw):
     loop = resolve(np.matmul, (x, y), None, casting, sig)
     dt = loop[-1]
     out = check_out(out)
+    if out is not None and getattr(out, "_readonly", False):
+        raise ValueError("output array is read-only")  # numpy checks this first
     if out is not None and not np.can_cast(dt, out.dtype, casting):
         # numpy checks the output cast before any shape: its own error, on dummies
         np.matmul(np.zeros((1, 1), loop[0]), np.zeros((1, 1), loop[1]),
