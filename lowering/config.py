@@ -5,6 +5,9 @@ Environment:
   LOWERING_RECOMPILE_LIMIT=8                           recompiles before eager
   LOWERING_BACKEND=cpu                                 default backend (cpu | numpy)
   LOWERING_PARTITION=min_cut                           forward/backward cut (min_cut | save_all)
+  LOWERING_NATIVE_ENTRY=0                              no JIT-compiled entry for cached calls
+                                                       (runtime/native.py; on by default)
+  LOWERING_THREADS=n                                   kernel threads (default: all cores)
 """
 
 from __future__ import annotations
