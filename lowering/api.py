@@ -220,7 +220,8 @@ class CompiledFunction:
                       for b, conv in zip(bindings, convert)]
             results = prog(inputs)
             own = [None if i is None else inputs[i] for i in owners]
-            return apply_plan(plan, fresh_results(results, inputs, own), sources)
+            return apply_plan(plan, fresh_results(results, inputs, own, getattr(prog, "fresh", None)),
+                              sources)
 
         return Entry(guards, trace, run)
 

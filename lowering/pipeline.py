@@ -135,6 +135,25 @@ class PartitionedProgram:
             self.programs = [self.forward, prog]
         return prog
 
+    @property
+    def fresh(self):
+        """Results the two programs allocated in the call (see fresh_results);
+        None until the backward program exists."""
+        if len(self._backward) != 1:
+            return None
+        (bwd,) = self._backward.values()
+        ff, bf = getattr(self.forward, "fresh", None), getattr(bwd, "fresh", None)
+        if ff is None or bf is None:
+            return None
+        p = self.partition
+        out = [False] * self.n_results
+        nf = len(p.fwd_results)
+        for i, f in zip(p.fwd_results, ff[:nf]):
+            out[i] = f
+        for i, f in zip(p.bwd_results, bf):
+            out[i] = f
+        return tuple(out)
+
     def __call__(self, inputs):
         p = self.partition
         nf = len(p.fwd_results)

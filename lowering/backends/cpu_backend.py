@@ -120,6 +120,9 @@ class CpuProgram:
         self.steps = steps
         self.n_slots = len(slots)
         self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
+        # outputs in buffers this program allocates (one per output): never an input's memory
+        allocated = {st.args[0] for st in steps if st.kind == "alloc"}
+        self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
         self._lock = threading.Lock()
 
     def _kernel_step(self, k: K.KernelOp, slots) -> Step:

@@ -487,20 +487,26 @@ class LiveSet:
         return [t for t in out if t is not None]
 
 
-def fresh_results(results: list, inputs: list, owners: list) -> list:
+def fresh_results(results: list, inputs: list, owners: list, fresh=None) -> list:
     """Results handed to Python must not alias the inputs (unless a result is
-    the unchanged input of its own storage), each other, or be read-only."""
+    the unchanged input of its own storage), each other, or be read-only.
+    `fresh[i]` (from the program) says result i is memory the program
+    allocated in this call: it cannot alias an input, no overlap test."""
     seen: set[int] = set()
     out = []
-    for r, owner in zip(results, owners):
+    arrays = None
+    for i, (r, owner) in enumerate(zip(results, owners)):
         if r is owner and id(r) not in seen:
             seen.add(id(r))
             out.append(r)
             continue
         if not isinstance(r, np.ndarray):
             r = np.asarray(r)
+        new = fresh is not None and fresh[i]
+        if not new and arrays is None:
+            arrays = [x for x in inputs if isinstance(x, np.ndarray)]
         if (id(r) in seen or not r.flags.writeable
-                or any(np.may_share_memory(r, x) for x in inputs if isinstance(x, np.ndarray))):
+                or (not new and any(np.may_share_memory(r, x) for x in arrays))):
             r = r.copy()
         seen.add(id(r))
         out.append(r)
