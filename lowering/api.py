@@ -96,21 +96,23 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 return r
         leaves, treedef = pytree.flatten((args, kwargs))
-        if any(isinstance(x, TracedArray) for x in leaves):
-            # called inside another trace (e.g. grad(compile(f))): inline
-            return self.fn(*args, **kwargs)
-        if any(isinstance(x, np.ndarray) and type(x) is not np.ndarray for x in leaves):
-            # ndarray subclasses (np.matrix, masked arrays, ...) redefine numpy's
-            # operations: they run eagerly, as numpy itself
-            logger("graph_breaks").info("eager call of %s: an argument is an ndarray subclass",
-                                        self.__qualname__)
-            self.stats["eager_fallbacks"] += 1
-            return self.fn(*args, **kwargs)
         gvals = [g.get() for g in self._arrays] + [g.get() for g in self._scalars]
         for entry in self.entries:
             if entry.guards(treedef, leaves, gvals):
                 self.stats["cache_hits"] += 1
                 return entry.run(leaves, gvals)
+        # (guards accept exact ndarrays only: these leaves never hit an entry)
+        for x in leaves:
+            if isinstance(x, TracedArray):
+                # called inside another trace (e.g. grad(compile(f))): inline
+                return self.fn(*args, **kwargs)
+            if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+                # ndarray subclasses (np.matrix, masked arrays, ...) redefine
+                # numpy's operations: they run eagerly, as numpy itself
+                logger("graph_breaks").info("eager call of %s: an argument is an ndarray "
+                                            "subclass", self.__qualname__)
+                self.stats["eager_fallbacks"] += 1
+                return self.fn(*args, **kwargs)
         if self.entries:
             reasons = "; ".join(e.guards.why(treedef, leaves, gvals) for e in self.entries)
             if len(self.entries) > config.recompile_limit:

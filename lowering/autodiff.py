@@ -251,10 +251,9 @@ def _scalar_output(tracer, loss, what: str):
 class _Vjp:
     """The pullback of one traced call: emits the backward ops when called."""
 
-    def __init__(self, tracer, region_ops, wrt, wrt_arrays, outs, out_tree, primal_trees,
-                 single):
+    def __init__(self, tracer, region_ops, wrt, wrt_arrays, outs, out_tree, primal_trees):
         self.tracer, self.ops, self.wrt, self.wrt_arrays = tracer, region_ops, wrt, wrt_arrays
-        self.outs, self.out_tree, self.primal_trees, self.single = outs, out_tree, primal_trees, single
+        self.outs, self.out_tree, self.primal_trees = outs, out_tree, primal_trees
 
     def __call__(self, cotangent):
         t = self.tracer
@@ -313,7 +312,7 @@ def _vjp_in_trace(tracer, fn, primals):
         outs.append(x)
     ops = region.ops()
     wrt = [region.value_map.get(w, w) for w in wrt]
-    return out, _Vjp(tracer, ops, wrt, wrt_arrays, outs, out_tree, trees, False)
+    return out, _Vjp(tracer, ops, wrt, wrt_arrays, outs, out_tree, trees)
 
 
 def vjp(fn: Callable, *primals):

@@ -120,6 +120,7 @@ class PartitionedProgram:
         self._backward: dict[tuple, Callable] = {}
         self.n_results = len(self.partition.fwd_results) + len(self.partition.bwd_results)
         self.programs: list[Callable] = [self.forward]
+        self.fresh: tuple[bool, ...] | None = None  # known once the backward is compiled
 
     def backward_for(self, saved: list) -> Callable:
         from runtime.guards import layout_class
@@ -133,22 +134,18 @@ class PartitionedProgram:
                                    self.layouts + list(lay), self.key + " backward")
             self._backward[lay] = prog
             self.programs = [self.forward, prog]
+            # one backward layout so far: its results' freshness holds for every call
+            self.fresh = self._fresh(prog) if len(self._backward) == 1 else None
         return prog
 
-    @property
-    def fresh(self):
-        """Results the two programs allocated in the call (see fresh_results);
-        None until the backward program exists."""
-        if len(self._backward) != 1:
-            return None
-        (bwd,) = self._backward.values()
+    def _fresh(self, bwd: Callable) -> tuple[bool, ...] | None:
+        """Results the two programs allocate in the call (see fresh_results)."""
         ff, bf = getattr(self.forward, "fresh", None), getattr(bwd, "fresh", None)
         if ff is None or bf is None:
             return None
         p = self.partition
         out = [False] * self.n_results
-        nf = len(p.fwd_results)
-        for i, f in zip(p.fwd_results, ff[:nf]):
+        for i, f in zip(p.fwd_results, ff[:len(p.fwd_results)]):
             out[i] = f
         for i, f in zip(p.bwd_results, bf):
             out[i] = f

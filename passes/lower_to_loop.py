@@ -129,10 +129,12 @@ def column_reduction(op: A.ReduceOp) -> bool:
     axes = A.ints(op.axes)
     if not shape or (len(shape) - 1) in axes or shape[-1] < 8:
         return False
-    n = 1
+    from lowering.capture.dtypes import from_ir
+
+    n = from_ir(op.input.type.element_type).itemsize
     for d in shape:
         n *= d
-    return n * 4 >= COLUMN_REDUCTION_BYTES
+    return n >= COLUMN_REDUCTION_BYTES
 
 
 # ---- index transforms (consumer index -> operand index) -----------------------
