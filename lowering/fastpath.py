@@ -74,8 +74,11 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             lines.append(f"    v{i} = L[{b}]")
     lines.append("    with lock:")
     for k, st in enumerate(prog.steps):
-        if st.kind == "alloc":
-            slot, shape, dtype = st.args
+        if st.kind == "alloc" and st.args[3] is not None:  # the program's own buffer
+            ns[f"S{k}"] = st.args[3]
+            lines.append(f"        v{st.args[0]} = S{k}")
+        elif st.kind == "alloc":
+            slot, shape, dtype, _ = st.args
             ns[f"D{k}"] = np.dtype(dtype)
             nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
             alloc = "pool_empty" if nbytes >= PAGE else "empty"
@@ -126,6 +129,10 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     return fast
 
 
+def _same(x):
+    return x
+
+
 def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) -> Callable | None:
     """The native builtin for this entry, or None where it does not apply:
     an argument that is not an exact ndarray of a canonical dtype, an extern
@@ -155,11 +162,13 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     allocs, launches = [], []
     for st in prog.steps:
         if st.kind == "alloc":
-            slot, shape, dtype = st.args
+            slot, shape, dtype, static = st.args
             d, shape = np.dtype(dtype), tuple(int(s) for s in shape)
-            keep += [d, shape]
+            keep += [d, shape, static]
             call = None
-            if d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
+            if static is not None:  # the program's own buffer: handed back as it is
+                call = (id(_same), id(static))
+            elif d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
                 call = (id(pool_empty), id(shape), id(d))
             allocs.append(Alloc(slot, shape, id(d), call))
         elif st.kind == "kernel":

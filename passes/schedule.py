@@ -73,7 +73,7 @@ class Schedule(ModulePass):
 
     vector_bits: int = 256
     threads: int = 1
-    parallel_threshold: int = 1 << 15
+    parallel_threshold: int = 1 << 20
     merge: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:

@@ -79,7 +79,7 @@ def _parse_extern(text: str):
 @dataclass
 class Step:
     kind: str  # "alloc" | "kernel" | "extern"
-    args: tuple
+    args: tuple  # alloc: (slot, shape, dtype, static view or None)
 
 
 class CpuProgram:
@@ -96,7 +96,7 @@ class CpuProgram:
             if isinstance(op, memref.AllocOp):
                 t = op.memref.type
                 slots[op.memref] = len(slots)
-                steps.append(Step("alloc", (slots[op.memref], t.get_shape(), from_ir(t.element_type))))
+                steps.append(Step("alloc", (slots[op.memref], t.get_shape(), from_ir(t.element_type), None)))
             elif isinstance(op, K.KernelOp):
                 steps.append(self._kernel_step(op, slots))
             elif isinstance(op, L.ExternOp):
@@ -120,6 +120,7 @@ class CpuProgram:
         self.steps = steps
         self.n_slots = len(slots)
         self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
+        self.steps = static_buffers(steps, self.outputs)
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.args[0] for st in steps if st.kind == "alloc"}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
@@ -150,8 +151,8 @@ class CpuProgram:
                     ptrs[j] = id(a)  # alive in vals until the kernel returned
                 cpu.launch(fn, work, ptrs, None, threads)
             elif kind == "alloc":
-                slot, shape, dtype = st.args
-                vals[slot] = POOL.empty(shape, dtype)
+                slot, shape, dtype, static = st.args
+                vals[slot] = POOL.empty(shape, dtype) if static is None else static
             else:
                 run, idx = st.args
                 with np.errstate(all="ignore"):
@@ -181,6 +182,65 @@ def memory_plan(steps: list[Step], n_inputs: int, outputs: tuple[int, ...]) -> l
         if s not in keep:
             dead[k].append(s)
     return [tuple(sorted(d)) for d in dead]
+
+
+STATIC_MAX_BYTES = 16 << 20  # an intermediate this big or bigger comes from the pool
+STATIC_PROGRAM_BYTES = 64 << 20  # at most this much kept per program
+
+
+def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
+    """The memory plan's second half: intermediates (allocated by the program,
+    never returned) get buffers the program keeps from call to call, shared
+    by intermediates whose lifetimes (allocation to last use) do not overlap
+    — first fit by start, the largest free buffer that holds it. A call then
+    allocates only its outputs; each pooled allocation costs a few
+    microseconds (the block's finalizer), a program-owned view nothing. The
+    program's lock keeps calls apart, so one set of buffers serves every
+    call. Intermediates of STATIC_MAX_BYTES or more, and any beyond
+    STATIC_PROGRAM_BYTES in all, stay pooled (the pool keeps them too)."""
+    last: dict[int, int] = {}
+    for k, st in enumerate(steps):
+        used = st.args[1] if st.kind in ("kernel", "extern") else (st.args[0],)
+        for s in used:
+            last[s] = k
+    keep = set(outputs)
+    buffers: list[list] = []  # [nbytes, free from step, slots]
+    total = 0
+    plan: dict[int, int] = {}
+    for k, st in enumerate(steps):
+        if st.kind != "alloc" or st.args[0] in keep:
+            continue
+        slot, shape, dtype, _ = st.args
+        n = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+        if n == 0 or n >= STATIC_MAX_BYTES:
+            continue
+        free = [b for b in buffers if b[1] <= k]
+        fit = [b for b in free if b[0] >= n]
+        if fit:
+            b = min(fit, key=lambda b: b[0])
+        elif free and total - max(free, key=lambda b: b[0])[0] + n <= STATIC_PROGRAM_BYTES:
+            b = max(free, key=lambda b: b[0])
+            total += n - b[0]
+            b[0] = n
+        elif total + n <= STATIC_PROGRAM_BYTES:
+            b = [n, 0, []]
+            buffers.append(b)
+            total += n
+        else:
+            continue
+        b[1] = last.get(slot, k) + 1
+        b[2].append(k)
+        plan[k] = buffers.index(b)
+    if not plan:
+        return steps
+    raw = [np.empty(b[0], np.uint8) for b in buffers]
+    out = list(steps)
+    for k, i in plan.items():
+        slot, shape, dtype, _ = steps[k].args
+        n = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
+        view = raw[i][:n].view(dtype).reshape(shape)
+        out[k] = Step("alloc", (slot, shape, dtype, view))
+    return out
 
 
 def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
