@@ -4,7 +4,7 @@ A fresh 64 MiB numpy array page-faults on every first touch (~20 ms for 16k
 pages); reusing memory that was already touched avoids it. Each allocation
 hands out an ndarray over a block of pooled memory through a small ctypes
 owner object; when the last array or view referring to that owner dies, a
-`weakref.finalize` puts the block back in the pool, so the default path —
+weak reference's callback puts the block back in the pool, so the default path —
 call, drop the result, call again — runs on warm memory. Big blocks ask the
 kernel for transparent huge pages."""
 
@@ -24,8 +24,15 @@ MAX_CACHED_BYTES = 4 << 30  # free memory the pool keeps for reuse
 
 
 class Pool:
+    """Blocks by size; each free block is kept with its address. Handing one
+    out is a few Python operations (they matter: between two BLAS calls the
+    interpreter runs from a cold cache, ~5 us per allocation here): a ctypes
+    owner over the block, an ndarray over the owner, and a weak reference to
+    the owner whose callback puts the block back."""
+
     def __init__(self) -> None:
-        self._free: dict[int, list[mmap.mmap]] = defaultdict(list)
+        self._free: dict[int, list[tuple[mmap.mmap, int]]] = defaultdict(list)
+        self._live: dict[int, tuple[weakref.ref, mmap.mmap, int, int]] = {}  # id(ref) ->
         self._cached = 0
         self._lock = threading.Lock()
         self.stats = {"allocs": 0, "reused": 0}
@@ -41,26 +48,28 @@ class Pool:
         self.stats["allocs"] += 1
         with self._lock:
             free = self._free.get(size)
-            block = free.pop() if free else None
-            if block is not None:
+            got = free.pop() if free else None
+            if got is not None:
                 self._cached -= size
                 self.stats["reused"] += 1
-        if block is None:
+        if got is None:
             block = mmap.mmap(-1, size)
             if size >= HUGE and hasattr(mmap, "MADV_HUGEPAGE"):
                 try:
                     block.madvise(mmap.MADV_HUGEPAGE)
                 except OSError:
                     pass
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(block))
-        owner = (ctypes.c_char * n).from_address(addr)
-        weakref.finalize(owner, self._release, block, size)
-        return np.frombuffer(owner, dtype=dtype, count=n // dtype.itemsize).reshape(shape)
+            got = (block, ctypes.addressof(ctypes.c_char.from_buffer(block)))
+        owner = (ctypes.c_char * n).from_address(got[1])
+        ref = weakref.ref(owner, self._release)
+        self._live[id(ref)] = (ref, got[0], got[1], size)
+        return np.ndarray(shape, dtype, owner)
 
-    def _release(self, block: mmap.mmap, size: int) -> None:
+    def _release(self, ref: weakref.ref) -> None:
+        _, block, addr, size = self._live.pop(id(ref))
         with self._lock:
             if self._cached + size <= MAX_CACHED_BYTES:
-                self._free[size].append(block)
+                self._free[size].append((block, addr))
                 self._cached += size
                 return
         # over the cap: the mmap closes when collected
