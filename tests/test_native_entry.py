@@ -343,3 +343,25 @@ def test_memory_plan_reuses_intermediate_buffers_within_a_call():
     assert v4 is None and v1 is not None and v2 is not None
     assert np.shares_memory(v1, v3) and not np.shares_memory(v1, v2)
     assert not np.shares_memory(v2, v3)
+
+
+def test_pool_returns_a_block_only_when_every_view_is_gone():
+    """A pooled block goes back when the last array or view over it dies, not
+    before: a live view's data is never handed to the next allocation."""
+    from runtime.memory import Pool
+
+    pool = Pool()
+    a = pool.empty((64, 1024), np.float32)
+    assert type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable
+    a[...] = 1.0
+    tail = a[32:]
+    del a
+    b = pool.empty((64, 1024), np.float32)  # the first block is still in use
+    assert not np.shares_memory(b, tail) and pool.stats["reused"] == 0
+    b[...] = 2.0
+    assert np.all(tail == 1.0)
+    del tail
+    c = pool.empty((64, 1024), np.float32)  # now it is free again
+    assert pool.stats["reused"] == 1 and not np.shares_memory(c, b)
+    del b, c
+    assert not pool._live
