@@ -41,6 +41,7 @@ from xdsl.dialects.builtin import (
     StridedLayoutAttr,
     StringAttr,
     TensorType,
+    UnitAttr,
     i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
@@ -111,7 +112,7 @@ def generated(op: Operation) -> bool:
     if isinstance(op, A.ConstantOp):
         return not op.value.data.startswith("bytes:")
     if isinstance(op, A.ReduceOp) and column_reduction(op):
-        return False
+        return accumulated(op)
     if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
         return True
     return is_elementwise(op) or is_view(op)
@@ -135,6 +136,19 @@ def column_reduction(op: A.ReduceOp) -> bool:
     for d in shape:
         n *= d
     return n >= COLUMN_REDUCTION_BYTES
+
+
+ACCUMULATED_KINDS = ("sum", "prod", "max", "min")
+
+
+def accumulated(op: A.ReduceOp) -> bool:
+    """A column reduction the loop level computes as numpy does: over the
+    leading axes, one row after another, into the output (`ColumnEmitter`).
+    Others (any/all, an inner axis reduced, a changed element type) are numpy
+    externs."""
+    axes = A.ints(op.axes)
+    return (op.kind.data in ACCUMULATED_KINDS and tuple(axes) == tuple(range(len(axes)))
+            and op.input.type.element_type == op.result.type.element_type)
 
 
 # ---- index transforms (consumer index -> operand index) -----------------------
@@ -234,6 +248,9 @@ class Lowering:
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
                 continue
+            if isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op):
+                self.realized.update(op.results)  # its own kernel; consumers load it
+                continue
             if not generated(op):
                 operands = list(op.operands)
                 if isinstance(op, A.DotOp):
@@ -313,6 +330,9 @@ class Lowering:
         if v in self.buffer:
             return
         buf = self._alloc(v)
+        if isinstance(op, A.ReduceOp) and column_reduction(op):
+            ColumnEmitter(self, v, buf).emit()
+            return
         KernelEmitter(self, v, buf).emit()
 
 
@@ -532,6 +552,69 @@ class KernelEmitter:
         from xdsl.dialects.builtin import AffineMapAttr
 
         return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
+
+
+class ColumnEmitter(KernelEmitter):
+    """A reduction over the leading axes that keeps a long innermost axis
+    (a bias gradient, `g.sum(axis=0)`) as one kernel over the input's domain:
+    the reduced axes are its parallel dims, the kept ones its map, and each
+    point combines into the output, `out[j] = 0 + x[0, j]` at the first row
+    (numpy's start: its identity, or the first row for max/min) and
+    `out[j] = out[j] + x[i, j]` after — numpy's own order for a C-contiguous
+    input, so sums match it bit for bit (signed zeros included). Rows must run
+    in order: the kernel carries `accumulate` and `schedule` keeps it on one
+    thread. The input's expression is computed inline (fused) as in any
+    kernel."""
+
+    def emit(self) -> None:
+        lw, op = self.lw, self.root.owner
+        x = op.input
+        shape = x.type.get_shape()
+        r = len(A.ints(op.axes))
+        lw.kernels += 1
+        self.k = L.KernelOp(f"k{lw.kernels}", [], shape[:r])
+        self.p = r
+        self.kblock = self.k.body.block
+        self.kmemo, self.used_buffers, self.fused = {}, [], []
+        m = L.MapOp(shape[r:])
+        self.kblock.add_op(m)
+        mb = m.body.block
+        self.block, self.dims, self.memo = mb, list(self.kblock.args) + list(mb.args), {}
+        val = self.value_at(x, tuple(dim(i) for i in range(len(shape))))
+        out_idx = tuple(dim(i) for i in range(r, len(shape)))
+        acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, out_idx)))
+        el = x.type.element_type
+        kind = op.kind.data
+        row = dim(0)
+        for i in range(1, r):
+            row = row * shape[i] + dim(i)
+        first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(row), i64)),
+                        self._emit(L.ConstOp("0", i64)))
+        # numpy starts a sum from +0.0 (a column of -0.0 sums to +0.0) and a
+        # product from 1; max/min from the first row (max(x0, x0) = x0)
+        init = val if kind in ("max", "min") else self._emit(
+            L.ConstOp("0" if kind == "sum" else "1", el) if isinstance(el, IntegerType)
+            else L.ConstOp("0.0" if kind == "sum" else "1.0", el))
+        acc = self._emit(arith.SelectOp(self._emit(first), init, acc))
+        if kind in ("max", "min"):
+            new = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [acc, val], el))
+        elif isinstance(el, IntegerType):
+            new = self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, val))
+        else:
+            new = self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, val))
+        self._store(new, out_idx)
+        mb.add_op(L.YieldOp())
+        self.kblock.add_op(L.YieldOp())
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        k = L.KernelOp(self.k.sym_name.data, list(dict.fromkeys(self.used_buffers + [self.buf])),
+                       shape[:r])
+        k.attributes["accumulate"] = UnitAttr()
+        lw.kernel_ops.append((self.k.sym_name.data, self.fused))
+        k.body.detach_block(0)
+        k.body.add_block(self.k.body.detach_block(0))
+        lw.out.add_op(k)
 
 
 _FPRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}

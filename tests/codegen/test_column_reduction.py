@@ -1,0 +1,137 @@
+"""Column reductions (over leading axes, keeping a long innermost axis: bias
+gradients, `g.sum(axis=0)`) run as one accumulating kernel on the CPU backend
+(`passes/lower_to_loop.py: ColumnEmitter`), its input's expression fused in.
+
+On C-contiguous inputs the kernel adds rows in numpy's own order, so results
+must be numpy's bit for bit — NaN, ±Inf, signed zeros, huge and tiny values
+included. On other layouts numpy walks memory in another order; there the
+values are integer-valued (sums and products exact in any order) and the
+comparison is still exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import lowering
+from lowering.testing import assert_matches_numpy, edge_values, examples
+from passes.lower_to_loop import COLUMN_REDUCTION_BYTES
+
+
+
+def kernel_text(fn, spec: str) -> str:
+    """`python -m lowering.dump --stage kernel` of fn on inputs of `spec`."""
+    import io
+
+    from lowering.dump import capture, parse_spec, print_lower_stages
+
+    out = io.StringIO()
+    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
+    return out.getvalue()
+
+KINDS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+EXPRS = {
+    "x": lambda x, y: x,
+    "x*(y>0)": lambda x, y: x * (y > 0),
+    "(x+y)*2": lambda x, y: (x + y) * 2,
+}
+
+
+def _values(rng, dt, shape, kind, exact):
+    """Random values of `shape`; `exact`: small integers (order-free sums and
+    products), else normal values with every edge value sprinkled in."""
+    if exact:
+        hi = 2 if kind == "prod" else 8
+        return rng.integers(-hi, hi + 1, shape).astype(dt)
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        x = rng.integers(info.min, info.max, shape, dtype=dt, endpoint=True)
+    else:
+        x = (rng.standard_normal(shape) * 4).astype(dt)
+    edges = np.array(edge_values(dt), dtype=dt)
+    if kind in ("max", "min") and dt.kind == "f":
+        edges = edges[~((edges == 0) & np.signbit(edges))]  # numpy's own ±0 tie is loop-dependent
+    flat = x.reshape(-1)
+    at = rng.choice(flat.size, min(flat.size, 4 * edges.size), replace=False)
+    flat[at] = rng.choice(edges, at.size)
+    return x
+
+
+@st.composite
+def cases(draw):
+    dt = np.dtype(draw(st.sampled_from([np.float32, np.float64, np.int32, np.int64])))
+    kind = draw(st.sampled_from(sorted(KINDS)))
+    expr = draw(st.sampled_from(sorted(EXPRS)))
+    lead = draw(st.sampled_from([(1,), (3,), (37,), (64,), (4, 9), (2, 3, 5)]))
+    rows = int(np.prod(lead))
+    cols = max(8, -(-COLUMN_REDUCTION_BYTES // (rows * dt.itemsize)))
+    cols = draw(st.sampled_from([cols, cols + 1, cols + 15]))
+    layout = draw(st.sampled_from(["C", "C", "F", "strided", "broadcast"]))
+    seed = draw(st.integers(0, 2**32 - 1))
+    return dt, kind, expr, lead + (cols,), layout, seed
+
+
+def _layout(x: np.ndarray, layout: str) -> np.ndarray:
+    if layout == "F":
+        return np.asfortranarray(x)
+    if layout == "strided":
+        base = np.zeros(tuple(2 * n for n in x.shape), x.dtype)
+        out = base[tuple(slice(None, None, 2) for _ in x.shape)]
+        out[...] = x
+        return out
+    if layout == "broadcast":  # one row, broadcast over the reduced axes
+        return np.broadcast_to(x[(0,) * (x.ndim - 1)], x.shape)
+    return x
+
+
+@examples(1.0)
+@given(cases())
+def test_column_reductions_match_numpy(case):
+    dt, kind, expr, shape, layout, seed = case
+    rng = np.random.default_rng(seed)
+    exact_only = layout != "C" or (kind == "prod" and dt.kind in "iu")
+    x = _layout(_values(rng, dt, shape, kind, exact_only), layout)
+    y = _values(rng, dt, shape, kind, True)
+    axes = tuple(range(len(shape) - 1))
+    red, body = KINDS[kind], EXPRS[expr]
+
+    def fn(x, y):
+        return red(body(x, y), axis=axes)
+
+    assert_matches_numpy(fn, x, y, rtol=0.0, calls=2, compiled=lowering.compile(fn, backend="cpu"))
+
+
+def test_the_bias_gradient_is_one_kernel_fused_with_its_producer():
+    """`(g * (h > 0)).sum(axis=0)`: the mask, the product and the column sum
+    are one kernel, and the schedule keeps it on one thread."""
+    g = np.random.default_rng(0).standard_normal((256, 1024)).astype(np.float32)
+    h = np.random.default_rng(1).standard_normal((256, 1024)).astype(np.float32)
+
+    def bias_grad(g, h):
+        return (g * (h > 0)).sum(axis=0)
+
+    ex = lowering.explain(lowering.compile(bias_grad, backend="cpu"))(g, h)
+    assert ex.kernel_count == 1
+    (name, ops), = ex.kernels[0]
+    assert any("reduce" in o for o in ops) and any("compare" in o for o in ops)
+    kernel = kernel_text(bias_grad, "f32[256,1024] f32[256,1024]")
+    assert "accumulate" in kernel and "threads 1" in kernel
+    assert np.array_equal(lowering.compile(bias_grad, backend="cpu")(g, h), bias_grad(g, h))
+
+
+def test_a_kernel_runs_before_an_unrelated_matmul():
+    """The bias gradient reads the hidden gradient while it is still cached:
+    its kernel is scheduled before the weight gradient's matmul, which it
+    does not depend on."""
+    def grads(x, dh):
+        return x.T @ dh, dh.sum(axis=0)
+
+    x = np.ones((256, 128), np.float32)
+    dh = np.ones((256, 1024), np.float32)
+    kernel = kernel_text(grads, "f32[256,128] f32[256,1024]")
+    assert kernel.index("kernel.kernel") < kernel.index("loop.extern \"matmul")
+    got = lowering.compile(grads, backend="cpu")(x, dh)
+    want = grads(x, dh)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
