@@ -40,6 +40,8 @@ from xdsl.dialects.builtin import (
     Signedness,
     StridedLayoutAttr,
     StringAttr,
+    Float32Type,
+    Float64Type,
     TensorType,
     UnitAttr,
     i64,
@@ -115,7 +117,23 @@ def generated(op: Operation) -> bool:
         return accumulated(op)
     if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
         return True
+    if isinstance(op, A.DotOp):
+        return short_dot(op)
     return is_elementwise(op) or is_view(op)
+
+
+SHORT_K = 16  # a matmul contracting this few or fewer is generated, not BLAS
+
+
+def short_dot(op: A.DotOp) -> bool:
+    """A float matmul (M, K) x (K, N) with K <= SHORT_K and a long N (the MLP
+    backward's `dlogits @ W2.T`, K = number of classes): BLAS spends 50-130 us
+    on its 1 MiB output here and the next kernel reads it back; generated, each
+    output element is K products summed in order, fused into its consumer
+    (`KernelEmitter._value_at`)."""
+    a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
+    return (len(a) == 2 and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
+            and 1 <= a[1] <= SHORT_K and b[1] >= 16)
 
 
 COLUMN_REDUCTION_BYTES = 1 << 16
@@ -251,6 +269,12 @@ class Lowering:
             if isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op):
                 self.realized.update(op.results)  # its own kernel; consumers load it
                 continue
+            if isinstance(op, A.DotOp) and generated(op):
+                # read K times per output row/column: from buffers, B laid out
+                # (K, N) so that its rows load as vectors
+                self.realized.update(o for o in op.operands if not isinstance(o, BlockArgument)
+                                     or o.owner is not self.block)
+                continue
             if not generated(op):
                 operands = list(op.operands)
                 if isinstance(op, A.DotOp):
@@ -271,6 +295,8 @@ class Lowering:
             return 0
         if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
             return 1  # computed once per row in the consumer's kernel
+        if isinstance(op, A.DotOp):
+            return 2 * op.lhs.type.get_shape()[-1]
         own = 8 if (isinstance(op, A.UfuncOp) and op.fn.data in _EXPENSIVE) or (
             op.name.startswith("math.") and op.name[5:] in ("exp", "log", "tanh", "powf", "sin", "cos")) else (
             0 if is_view(op) else 1)
@@ -387,6 +413,8 @@ class KernelEmitter:
             for o, i in self._reduce_operand_index(op, idx, None):
                 self._collect(o, i, found, seen)
             found.append((v, idx))
+            return
+        if isinstance(op, A.DotOp):  # its operands are realized
             return
         if is_view(op):
             self._collect(op.operands[0], through_view(op, idx), found, seen)
@@ -523,6 +551,15 @@ class KernelEmitter:
         el = v.type.element_type
         if isinstance(op, A.ConstantOp):
             return self._emit(L.ConstOp(op.value.data, el))
+        if isinstance(op, A.DotOp):
+            # a short contraction, in order, fused multiply-adds from +0.0 as
+            # BLAS does (so a sum of -0.0 products is +0.0): sum_k a[i, k] b[k, j]
+            i, j = idx[-2], idx[-1]
+            acc = self._emit(L.ConstOp("0.0", el))
+            for k in range(op.lhs.type.get_shape()[-1]):
+                a, b = self.value_at(op.lhs, (i, const(k))), self.value_at(op.rhs, (const(k), j))
+                acc = self._emit(math.FmaOp(a, b, acc))
+            return acc
         if isinstance(op, A.IotaOp):
             d = op.dimension.value.data
             i = self._index_value(idx[d])

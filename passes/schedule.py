@@ -26,7 +26,8 @@ The cost model, all of it:
   around the cache (discardable attribute `nontemporal`, buffer positions):
   it would not stay in the last-level cache anyway, and a normal store first
   reads each line it writes (1.5x the memory traffic of a copy);
-* consecutive point-wise kernels over the same domain become one launch
+* consecutive point-wise kernels over the same domain (parallel dims and
+  map) become one launch
   (`merge_pointwise`; discardable attribute `merged`, the kernels' names):
   each kernel's pass over memory costs more than its arithmetic, and values
   a later kernel reloads are forwarded instead."""
@@ -145,8 +146,8 @@ def _chain_ops(k: L.KernelOp) -> int:
 
 # ---- merging point-wise kernels ---------------------------------------------
 def _single_map(k: Operation) -> L.MapOp | None:
-    """The map of a kernel with no parallel dims whose body is one map."""
-    if not isinstance(k, L.KernelOp) or A.ints(k.parallel):
+    """The map of a kernel whose body is one map."""
+    if not isinstance(k, L.KernelOp) or "accumulate" in k.attributes:
         return None
     ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
     return ops[0] if len(ops) == 1 and isinstance(ops[0], L.MapOp) else None
@@ -156,26 +157,30 @@ def _accesses(m: L.MapOp) -> list[L.LoadOp | L.StoreOp]:
     return [o for o in m.body.block.ops if isinstance(o, (L.LoadOp, L.StoreOp))]
 
 
-def _mergeable(maps: list[L.MapOp]) -> bool:
+def _mergeable(kernels: list[L.KernelOp]) -> bool:
     """Running the maps' bodies one after the other at each point is the same
-    as running the maps one after the other: every buffer one of them writes
-    is a fresh allocation of the maps' shape, read and written only at the
-    point itself (so no point sees another point's value), and no map's body
-    holds a region."""
+    as running the kernels one after the other: the same parallel dims and
+    map ranges, every buffer one of them writes a fresh allocation of that
+    domain's shape, read and written only at the point itself (so no point
+    sees another point's value), and no map's body holding a region."""
+    maps = [_single_map(k) for k in kernels]
+    par = list(A.ints(kernels[0].parallel))
     ranges = list(A.ints(maps[0].ranges))
+    if any(list(A.ints(k.parallel)) != par for k in kernels):
+        return False
     if any(list(A.ints(m.ranges)) != ranges for m in maps):
         return False
     if any(o.regions for m in maps for o in m.body.block.ops):
         return False
     written = {o.buffer for m in maps for o in _accesses(m) if isinstance(o, L.StoreOp)}
-    identity = AffineMap.identity(len(ranges))
+    identity = AffineMap.identity(len(par) + len(ranges))
     for b in written:
-        if not isinstance(b.owner, memref.AllocOp) or list(b.type.get_shape()) != ranges:
+        if not isinstance(b.owner, memref.AllocOp) or list(b.type.get_shape()) != par + ranges:
             return False
-    for m in maps:
+    for k, m in zip(kernels, maps):
+        point = list(k.body.block.args) + list(m.body.block.args)
         for o in _accesses(m):
-            if o.buffer in written and (o.map.data != identity
-                                        or list(o.indices) != list(m.body.block.args)):
+            if o.buffer in written and (o.map.data != identity or list(o.indices) != point):
                 return False
     return True
 
@@ -226,7 +231,7 @@ def hoist_past_externs(f: func.FuncOp) -> None:
 
 def merge_pointwise(f: func.FuncOp) -> None:
     """Runs of `loop.kernel`s (only allocations between them) that each are
-    one map over the same ranges, with no parallel dims, become one kernel
+    one map over the same ranges, with the same parallel dims, become one kernel
     with one map when `_mergeable`: the bodies in order, a load of a buffer
     an earlier body stored replaced by the stored value, and stores to a
     buffer that nothing outside the run uses dropped with its allocation.
@@ -237,7 +242,7 @@ def merge_pointwise(f: func.FuncOp) -> None:
         if isinstance(op, memref.AllocOp):
             continue
         m = _single_map(op)
-        if m is not None and run and _mergeable([_single_map(k) for k in run] + [m]):
+        if m is not None and run and _mergeable(run + [op]):
             run.append(op)
             continue
         runs.append(run)
@@ -263,12 +268,15 @@ def _merge(run: list[L.KernelOp]) -> None:
 
     written = {o.buffer for m in maps for o in _accesses(m) if isinstance(o, L.StoreOp)}
     dead = {b for b in written if only_inside(b)}
+    par = A.ints(run[0].parallel)
+    merged = L.KernelOp(run[0].sym_name.data, [], par)
     new_map = L.MapOp(A.ints(maps[0].ranges))
     block = new_map.body.block
     mapper: dict[SSAValue, SSAValue] = {}
     stored: dict[SSAValue, SSAValue] = {}  # buffer -> the value last stored (identity point)
     loaded: dict[tuple, SSAValue] = {}  # (buffer, map, indices) -> value, read-only buffers
-    for m in maps:
+    for k, m in zip(run, maps):
+        mapper.update(zip(k.body.block.args, merged.body.block.args))
         mapper.update(zip(m.body.block.args, block.args))
         for o in m.body.block.ops:
             if isinstance(o, L.YieldOp):
@@ -295,8 +303,11 @@ def _merge(run: list[L.KernelOp]) -> None:
     buffers: list[SSAValue] = []
     for k in run:
         buffers += [b for b in k.buffers if b not in dead and b not in buffers]
-    merged = L.KernelOp(run[0].sym_name.data, buffers, [])
     merged.body.block.add_ops([new_map, L.YieldOp()])
+    body = merged.body.detach_block(0)
+    merged = L.KernelOp(run[0].sym_name.data, buffers, par)
+    merged.body.detach_block(0)
+    merged.body.add_block(body)
     merged.attributes["merged"] = ArrayAttr([StringAttr(k.sym_name.data) for k in run])
     Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
     for k in run:

@@ -132,6 +132,7 @@ def scalar_op(cg, op, args, w: int):
         "arith.addf": lambda: b.fadd(*args, flags=FM), "arith.subf": lambda: b.fsub(*args, flags=FM),
         "arith.mulf": lambda: b.fmul(*args, flags=FM), "arith.divf": lambda: b.fdiv(*args, flags=FM),
         "arith.negf": lambda: b.fneg(args[0]),
+        "math.fma": lambda: b.call(cg.em.intrinsic("fma", args[0].type, 3), args),
         "arith.addi": lambda: b.add(*args), "arith.subi": lambda: b.sub(*args),
         "arith.muli": lambda: b.mul(*args), "arith.andi": lambda: b.and_(*args),
         "arith.ori": lambda: b.or_(*args), "arith.xori": lambda: b.xor(*args),
