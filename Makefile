@@ -39,8 +39,14 @@ install: $(STAMP)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
+# byte-compile the sources once (as pip does for installed packages): the
+# editable install imports them from here, and with PYTHONDONTWRITEBYTECODE
+# set every fresh process would compile them again
+PKGS := lowering passes dialects runtime
+
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -e '.[test]'
+	$(PY) -m compileall -q $(PKGS) >/dev/null
 	touch $@
 
 # make bench  the CPU benchmark of shared/BENCH.md (bench/README.md): W1-W7 on
@@ -53,4 +59,5 @@ BENCH_ARGS ?=
 bench: $(STAMP)
 	@$(PY) -c "import numexpr, numba, jax, torch, matplotlib, threadpoolctl" 2>/dev/null || \
 		$(PY) -m pip install -r bench/requirements.txt
+	$(PY) -m compileall -q $(PKGS) bench >/dev/null
 	$(PY) -m bench $(BENCH_ARGS)
