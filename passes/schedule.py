@@ -81,9 +81,9 @@ class Schedule(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in [o for o in op.walk() if isinstance(o, func.FuncOp)]:
+            hoist_past_externs(f)  # first: a kernel after a matmul may join its producer
             if self.merge:
-                merge_pointwise(f)
-            hoist_past_externs(f)
+                merge_pointwise(f, self.parallel_threshold)
         for k in [o for o in op.walk() if isinstance(o, L.KernelOp)]:
             Rewriter.replace_op(k, self.schedule(k))
 
@@ -147,7 +147,7 @@ def _chain_ops(k: L.KernelOp) -> int:
 # ---- merging point-wise kernels ---------------------------------------------
 def _single_map(k: Operation) -> L.MapOp | None:
     """The map of a kernel whose body is one map."""
-    if not isinstance(k, L.KernelOp) or "accumulate" in k.attributes:
+    if not isinstance(k, L.KernelOp):
         return None
     ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
     return ops[0] if len(ops) == 1 and isinstance(ops[0], L.MapOp) else None
@@ -157,22 +157,42 @@ def _accesses(m: L.MapOp) -> list[L.LoadOp | L.StoreOp]:
     return [o for o in m.body.block.ops if isinstance(o, (L.LoadOp, L.StoreOp))]
 
 
-def _mergeable(kernels: list[L.KernelOp]) -> bool:
+def _mergeable(kernels: list[L.KernelOp], serial_limit: int = 0) -> bool:
     """Running the maps' bodies one after the other at each point is the same
     as running the kernels one after the other: the same parallel dims and
     map ranges, every buffer one of them writes a fresh allocation of that
     domain's shape, read and written only at the point itself (so no point
-    sees another point's value), and no map's body holding a region."""
+    sees another point's value), and no map's body holding a region.
+
+    A column reduction (`accumulate`: its output gathers every row, in row
+    order) may close the run when the merged kernel is small enough to run
+    on one thread anyway (a domain under `serial_limit` points) and nothing
+    else in the run touches its output: the bias gradient is then summed
+    while its producer computes it, with no second pass."""
     maps = [_single_map(k) for k in kernels]
     par = list(A.ints(kernels[0].parallel))
     ranges = list(A.ints(maps[0].ranges))
+    acc_out: set = set()
+    if any("accumulate" in k.attributes for k in kernels):
+        if "accumulate" in kernels[0].attributes or any("accumulate" in k.attributes
+                                                       for k in kernels[:-1]):
+            return False
+        points = 1
+        for n in par + ranges:
+            points *= n
+        if points >= serial_limit:
+            return False
+        acc_out = {o.buffer for o in _accesses(maps[-1]) if isinstance(o, L.StoreOp)}
+        if any(o.buffer in acc_out for m in maps[:-1] for o in _accesses(m)):
+            return False
     if any(list(A.ints(k.parallel)) != par for k in kernels):
         return False
     if any(list(A.ints(m.ranges)) != ranges for m in maps):
         return False
     if any(o.regions for m in maps for o in m.body.block.ops):
         return False
-    written = {o.buffer for m in maps for o in _accesses(m) if isinstance(o, L.StoreOp)}
+    written = {o.buffer for m in maps for o in _accesses(m)
+               if isinstance(o, L.StoreOp)} - acc_out
     identity = AffineMap.identity(len(par) + len(ranges))
     for b in written:
         if not isinstance(b.owner, memref.AllocOp) or list(b.type.get_shape()) != par + ranges:
@@ -229,7 +249,7 @@ def hoist_past_externs(f: func.FuncOp) -> None:
         block.insert_op_before(k, at)
 
 
-def merge_pointwise(f: func.FuncOp) -> None:
+def merge_pointwise(f: func.FuncOp, serial_limit: int = 0) -> None:
     """Runs of `loop.kernel`s (only allocations between them) that each are
     one map over the same ranges, with the same parallel dims, become one kernel
     with one map when `_mergeable`: the bodies in order, a load of a buffer
@@ -242,11 +262,14 @@ def merge_pointwise(f: func.FuncOp) -> None:
         if isinstance(op, memref.AllocOp):
             continue
         m = _single_map(op)
-        if m is not None and run and _mergeable(run + [op]):
+        if m is not None and run and _mergeable(run + [op], serial_limit):
             run.append(op)
+            if "accumulate" in op.attributes:  # it closes its run
+                runs.append(run)
+                run = []
             continue
         runs.append(run)
-        run = [op] if m is not None else []
+        run = [op] if m is not None and "accumulate" not in op.attributes else []
     runs.append(run)
     for run in runs:
         if len(run) > 1:
@@ -309,6 +332,8 @@ def _merge(run: list[L.KernelOp]) -> None:
     merged.body.detach_block(0)
     merged.body.add_block(body)
     merged.attributes["merged"] = ArrayAttr([StringAttr(k.sym_name.data) for k in run])
+    if "accumulate" in run[-1].attributes:
+        merged.attributes["accumulate"] = run[-1].attributes["accumulate"]
     Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
     for k in run:
         Rewriter.erase_op(k)

@@ -135,3 +135,23 @@ def test_a_kernel_runs_before_an_unrelated_matmul():
     got = lowering.compile(grads, backend="cpu")(x, dh)
     want = grads(x, dh)
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+def test_a_column_sum_of_a_kept_value_joins_its_producer_when_small():
+    """`d = g * (h > 0)` is returned too, so it is written; its column sum is
+    still taken in the same pass (one launch, on one thread) when the domain
+    is under the parallel threshold, and stays a kernel of its own (the
+    producer split across threads) above it. Either way numpy's values."""
+    def grad_and_bias(g, h):
+        d = g * (h > 0)
+        return d, d.sum(axis=0)
+
+    for rows, launches in ((256, 1), (2048, 2)):
+        rng = np.random.default_rng(rows)
+        g = rng.standard_normal((rows, 1024)).astype(np.float32)
+        h = rng.standard_normal((rows, 1024)).astype(np.float32)
+        cf = lowering.compile(grad_and_bias, backend="cpu")
+        assert lowering.explain(cf)(g, h).kernel_count == launches
+        kernel = kernel_text(grad_and_bias, f"f32[{rows},1024] f32[{rows},1024]")
+        assert ("merged" in kernel) == (launches == 1)
+        assert_matches_numpy(grad_and_bias, g, h, rtol=0.0, compiled=cf)
