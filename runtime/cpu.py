@@ -5,7 +5,6 @@ parallel domain is split across a persistent thread pool."""
 from __future__ import annotations
 
 import ctypes
-import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -134,33 +133,16 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
-CHUNKS_PER_THREAD = 4
-
-
 def launch(fn, work: int, bufs, strides, threads: int) -> None:
-    """Run fn over [0, work) on `threads` threads: the range is cut into
-    CHUNKS_PER_THREAD contiguous chunks per thread that the threads take in
-    order from a shared counter, so a thread that starts late (a worker
-    waking up, a core busy with another process's threads) leaves its share
-    to the others instead of adding its delay to the kernel's time. Every
-    point is computed the same way whichever thread takes it."""
+    """Run fn over [0, work), one contiguous chunk per thread."""
     if work <= 0:
         return
     threads = min(threads, work)
     if threads <= 1:
         fn(0, work, bufs, strides)
         return
-    chunks = min(work, threads * CHUNKS_PER_THREAD)
-    bounds = [work * i // chunks for i in range(chunks + 1)]
-    take = itertools.count().__next__  # atomic under the GIL
-
-    def run() -> None:
-        i = take()
-        while i < chunks:
-            fn(bounds[i], bounds[i + 1], bufs, strides)
-            i = take()
-
-    futs = [pool().submit(run) for _ in range(threads - 1)]
-    run()
+    bounds = [work * i // threads for i in range(threads + 1)]
+    futs = [pool().submit(fn, bounds[i], bounds[i + 1], bufs, strides) for i in range(1, threads)]
+    fn(bounds[0], bounds[1], bufs, strides)
     for f in futs:
         f.result()
