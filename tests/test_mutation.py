@@ -147,3 +147,25 @@ def test_strided_slice_assignment_property(n, start, step, value):
         return x.sum()
 
     assert_matches_numpy(fn, np.arange(float(n)), value)
+
+
+def test_a_view_of_a_python_scalar_argument_is_a_fresh_writeable_array():
+    """`np.transpose(0.5, ())` and `np.reshape(0.5, (1,))` are new writeable
+    arrays in numpy (the float goes through np.asarray first): writing into
+    them with out= or += works and never reaches the caller's float. Found by
+    the random-program property test (deep profile)."""
+    def via_transpose(a0, a2):
+        v = np.transpose(a2, ())
+        np.add(v, a0, out=v)
+        return v
+
+    def via_reshape(a2, a0):
+        v = np.reshape(a2, (1,))
+        v += a0
+        return v, a2
+
+    for backend in ("cpu", "numpy"):
+        assert_matches_numpy(via_transpose, np.array(1.5, np.float32), 0.5, rtol=0.0, calls=2,
+                             compiled=lowering.compile(via_transpose, backend=backend))
+        assert_matches_numpy(via_reshape, 0.25, np.ones(1), rtol=0.0, calls=2,
+                             compiled=lowering.compile(via_reshape, backend=backend))
