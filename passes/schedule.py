@@ -174,8 +174,7 @@ def _mergeable(kernels: list[L.KernelOp], serial_limit: int = 0) -> bool:
     ranges = list(A.ints(maps[0].ranges))
     acc_out: set = set()
     if any("accumulate" in k.attributes for k in kernels):
-        if "accumulate" in kernels[0].attributes or any("accumulate" in k.attributes
-                                                       for k in kernels[:-1]):
+        if any("accumulate" in k.attributes for k in kernels[:-1]):  # only last
             return False
         points = 1
         for n in par + ranges:

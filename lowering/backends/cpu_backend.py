@@ -162,20 +162,20 @@ class CpuProgram:
         return [vals[i] for i in self.outputs]
 
 
+def last_uses(steps: list[Step]) -> dict[int, int]:
+    """Slot -> the index of the last step that uses it (allocations count)."""
+    last: dict[int, int] = {}
+    for k, st in enumerate(steps):
+        for s in (st.args[1] if st.kind in ("kernel", "extern") else (st.args[0],)):
+            last[s] = k
+    return last
+
+
 def memory_plan(steps: list[Step], n_inputs: int, outputs: tuple[int, ...]) -> list[tuple[int, ...]]:
     """Liveness: per step, the intermediate buffers it used for the last time.
     Dropping them there returns their memory to the pool (its finalizer), so a
     later allocation of the same size in the same call reuses it."""
-    last: dict[int, int] = {}
-    for k, st in enumerate(steps):
-        if st.kind == "kernel":
-            used = st.args[1]
-        elif st.kind == "extern":
-            used = st.args[1]
-        else:
-            used = (st.args[0],)
-        for s in used:
-            last[s] = k
+    last = last_uses(steps)
     keep = set(outputs) | set(range(n_inputs))
     dead: list[list[int]] = [[] for _ in steps]
     for s, k in last.items():
@@ -198,15 +198,11 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
     program's lock keeps calls apart, so one set of buffers serves every
     call. Intermediates of STATIC_MAX_BYTES or more, and any beyond
     STATIC_PROGRAM_BYTES in all, stay pooled (the pool keeps them too)."""
-    last: dict[int, int] = {}
-    for k, st in enumerate(steps):
-        used = st.args[1] if st.kind in ("kernel", "extern") else (st.args[0],)
-        for s in used:
-            last[s] = k
+    last = last_uses(steps)
     keep = set(outputs)
-    buffers: list[list] = []  # [nbytes, free from step, slots]
+    buffers: list[list] = []  # [nbytes, free from step]
     total = 0
-    plan: dict[int, int] = {}
+    plan: dict[int, tuple[int, int]] = {}  # alloc step -> (buffer, bytes)
     for k, st in enumerate(steps):
         if st.kind != "alloc" or st.args[0] in keep:
             continue
@@ -214,30 +210,28 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
         n = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
         if n == 0 or n >= STATIC_MAX_BYTES:
             continue
-        free = [b for b in buffers if b[1] <= k]
-        fit = [b for b in free if b[0] >= n]
+        free = [i for i, b in enumerate(buffers) if b[1] <= k]
+        fit = [i for i in free if buffers[i][0] >= n]
         if fit:
-            b = min(fit, key=lambda b: b[0])
-        elif free and total - max(free, key=lambda b: b[0])[0] + n <= STATIC_PROGRAM_BYTES:
-            b = max(free, key=lambda b: b[0])
-            total += n - b[0]
-            b[0] = n
+            i = min(fit, key=lambda i: buffers[i][0])
+        elif free and total - max(buffers[i][0] for i in free) + n <= STATIC_PROGRAM_BYTES:
+            i = max(free, key=lambda i: buffers[i][0])
+            total += n - buffers[i][0]
+            buffers[i][0] = n
         elif total + n <= STATIC_PROGRAM_BYTES:
-            b = [n, 0, []]
-            buffers.append(b)
+            i = len(buffers)
+            buffers.append([n, 0])
             total += n
         else:
             continue
-        b[1] = last.get(slot, k) + 1
-        b[2].append(k)
-        plan[k] = buffers.index(b)
+        buffers[i][1] = last.get(slot, k) + 1
+        plan[k] = (i, n)
     if not plan:
         return steps
     raw = [np.empty(b[0], np.uint8) for b in buffers]
     out = list(steps)
-    for k, i in plan.items():
+    for k, (i, n) in plan.items():
         slot, shape, dtype, _ = steps[k].args
-        n = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
         view = raw[i][:n].view(dtype).reshape(shape)
         out[k] = Step("alloc", (slot, shape, dtype, view))
     return out
