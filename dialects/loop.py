@@ -232,6 +232,34 @@ class CastOp(IRDLOperation):
 
 
 @irdl_op_definition
+class IndexOp(IRDLOperation):
+    """A data-dependent index (numpy's `take`/fancy indexing, mode "raise"):
+    the integer `value` in [-size, size) becomes an `index` in [0, size),
+    negatives counted from the end. Anything else is an error of the whole
+    call (IndexError naming `axis` and `size`, raised by the runtime after the
+    kernel); the kernel itself goes on with index 0, so no access ever leaves
+    the buffer. Loads and stores take the result as one of their indices."""
+
+    name = "loop.index"
+    value = operand_def()
+    size = prop_def(IntegerAttr)
+    axis = prop_def(IntegerAttr)
+    result = result_def(IndexType)
+    assembly_format = "$value `size` $size `axis` $axis attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue, size: int, axis: int):
+        super().__init__(operands=[value],
+                         properties={"size": IntegerAttr(size, i64), "axis": IntegerAttr(axis, i64)},
+                         result_types=[IndexType()])
+
+    def verify_(self) -> None:
+        from xdsl.dialects.builtin import IntegerType
+
+        if not isinstance(self.value.type, IntegerType):
+            raise VerifyException("loop.index: the value must be an integer")
+
+
+@irdl_op_definition
 class ExternOp(IRDLOperation):
     """A routine outside generated code: `fn` names it (e.g. "matmul" for BLAS,
     "numpy:<tensor op>" for a tensor-level op run by numpy), reading the first
@@ -254,4 +282,4 @@ class ExternOp(IRDLOperation):
 
 
 Loop = Dialect("loop", [YieldOp, KernelOp, ReduceOp, MapOp, LoadOp, StoreOp, ConstOp, UfuncOp,
-                        CastOp, ExternOp], [])
+                        CastOp, IndexOp, ExternOp], [])

@@ -84,16 +84,23 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             alloc = "pool_empty" if nbytes >= PAGE else "empty"
             lines.append(f"        v{slot} = {alloc}({tuple(shape)!r}, D{k})")
         elif st.kind == "kernel":
-            fn, bufs, work, threads, ptrs = st.args
+            fn, bufs, work, threads, ptrs, checks = st.args
             # one thread: call without releasing the GIL (cheaper for small work)
             ns[f"K{k}"] = cpu.serial_entry(fn) if threads <= 1 else fn
             ns[f"P{k}"] = ptrs
             for j, s in enumerate(bufs):
                 lines.append(f"        P{k}[{j}] = id(v{s})")
+            status = "None"
+            if checks is not None and work > 0:
+                ns[f"C{k}"], ns[f"W{k}"] = checks, checks.status
+                status = str(checks.address)
+                lines.append(f"        W{k}[0] = 0")
             if work > 0 and threads <= 1:
-                lines.append(f"        K{k}(0, {work}, P{k}, None)")
+                lines.append(f"        K{k}(0, {work}, P{k}, {status})")
             elif work > 0:
-                lines.append(f"        launch(K{k}, {work}, P{k}, None, {threads})")
+                lines.append(f"        launch(K{k}, {work}, P{k}, {status}, {threads})")
+            if status != "None":
+                lines.append(f"        if W{k}[0]: raise C{k}.error()")
         else:
             run, idx = st.args
             ns[f"X{k}"] = run
@@ -135,8 +142,9 @@ def _same(x):
 
 def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) -> Callable | None:
     """The native builtin for this entry, or None where it does not apply:
-    an argument that is not an exact ndarray of a canonical dtype, an extern
-    or a multi-threaded kernel, an output converted to a Python scalar."""
+    an argument that is not an exact ndarray of a canonical dtype, an extern,
+    a multi-threaded kernel or one that checks indices, an output converted
+    to a Python scalar."""
     from runtime import native
     from runtime.memory import PAGE, POOL
 
@@ -172,8 +180,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
                 call = (id(pool_empty), id(shape), id(d))
             allocs.append(Alloc(slot, shape, id(d), call))
         elif st.kind == "kernel":
-            fn, bufs, work, threads, _ptrs = st.args
-            if threads > 1:
+            fn, bufs, work, threads, _ptrs, index_checks = st.args
+            if threads > 1 or index_checks is not None:  # (the Python entry raises)
                 return None
             keep.append(fn)
             launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work))

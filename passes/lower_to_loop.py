@@ -15,8 +15,11 @@ transform the index. A realized value is computed by one `loop.kernel`:
   LayerNorm, softmax, RMSNorm);
 * the pointwise body runs in a `loop.map` over the inner dims and stores.
 
+A gather (`take`, fancy indexing) is a load at a data-dependent index: the
+index value, checked and normalized by `loop.index`, is one more index of the
+load; a scatter and a scan (`cumsum`) are kernels whose points run in order.
 Ops the loop level does not generate become `loop.extern` calls (matmul goes
-to BLAS; gather/scatter/scan/concat/pad/insert_slice run in numpy for now).
+to BLAS; concat/pad/insert_slice run in numpy for now).
 Every kernel records the tensor ops fused into it and every refused fusion
 leaves a reason (`LoweringReport`), which `explain` shows."""
 
@@ -119,7 +122,35 @@ def generated(op: Operation) -> bool:
         return True
     if isinstance(op, A.DotOp):
         return short_dot(op)
+    if isinstance(op, (A.GatherOp, A.ScatterOp)):
+        return gathered(op)
+    if isinstance(op, A.ScanOp):
+        return True
     return is_elementwise(op) or is_view(op)
+
+
+def gathered(op: A.GatherOp | A.ScatterOp) -> bool:
+    """`take` along an axis is a load at a data-dependent index (`loop.index`,
+    checked: an index out of range is an IndexError of the call), a scatter
+    (`dest[..., idx] = u`, `np.add.at`) a kernel storing at one
+    (`ScatterEmitter`). numpy keeps uint64 indices (above 2**63 they do not
+    fit the kernels' i64) and an empty indexed axis (where no index is valid,
+    and no access is possible to fall back on)."""
+    t = op.indices.type.element_type
+    src = op.input if isinstance(op, A.GatherOp) else op.dest
+    covered = op.result if isinstance(op, A.GatherOp) else op.updates
+    return not ((t.width.data == 64 and t.signedness.data == Signedness.UNSIGNED)
+                or src.type.get_shape()[op.axis.value.data] == 0
+                # every index is checked where it is used: numpy checks them
+                # even where no element is read (x[:, i] of an empty x)
+                or (_size(covered) == 0 and _size(op.indices) > 0))
+
+
+def _size(v: SSAValue) -> int:
+    n = 1
+    for d in v.type.get_shape():
+        n *= d
+    return n
 
 
 SHORT_K = 16  # a matmul contracting this few or fewer is generated, not BLAS
@@ -171,6 +202,7 @@ def accumulated(op: A.ReduceOp) -> bool:
 
 # ---- index transforms (consumer index -> operand index) -----------------------
 Index = tuple[AffineExpr, ...]
+DATA_DIM = 2000  # analysis placeholder for a gathered (data-dependent) index
 
 
 def dim(i: int) -> AffineExpr:
@@ -266,8 +298,12 @@ class Lowering:
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
                 continue
-            if isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op):
-                self.realized.update(op.results)  # its own kernel; consumers load it
+            if (isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op)) or (
+                    isinstance(op, (A.ScatterOp, A.GatherOp, A.ScanOp)) and generated(op)):
+                # its own kernel(s); consumers load it. (A gather's kernel runs
+                # over all of it: each index is checked, as numpy checks them,
+                # even where a consumer reads only some: `x[i][:1]`.)
+                self.realized.update(op.results)
                 continue
             if isinstance(op, A.DotOp) and generated(op):
                 # read K times per output row/column: from buffers, B laid out
@@ -359,6 +395,12 @@ class Lowering:
         if isinstance(op, A.ReduceOp) and column_reduction(op):
             ColumnEmitter(self, v, buf).emit()
             return
+        if isinstance(op, A.ScatterOp):
+            ScatterEmitter(self, v, buf).emit()
+            return
+        if isinstance(op, A.ScanOp):
+            ScanEmitter(self, v, buf).emit()
+            return
         KernelEmitter(self, v, buf).emit()
 
 
@@ -416,6 +458,11 @@ class KernelEmitter:
             return
         if isinstance(op, A.DotOp):  # its operands are realized
             return
+        if isinstance(op, A.GatherOp):  # the input at a data-dependent index
+            ax, r = op.axis.value.data, op.indices.type.get_num_dims()
+            self._collect(op.indices, idx[ax:ax + r], found, seen)
+            self._collect(op.input, (*idx[:ax], dim(DATA_DIM), *idx[ax + r:]), found, seen)
+            return
         if is_view(op):
             self._collect(op.operands[0], through_view(op, idx), found, seen)
             return
@@ -450,8 +497,9 @@ class KernelEmitter:
         for v, idx in found:
             k = is_prefix(idx)
             if k is None:
+                at = ", ".join(map(str, idx)).replace(f"d{DATA_DIM}", "gathered")
                 raise Restart(v, f"{v.owner.name} is realized: its consumer reads it at "
-                                 f"({', '.join(map(str, idx))}), not once per row")
+                                 f"({at}), not once per row")
             if p is None:
                 p = k
             elif k != p:
@@ -490,6 +538,8 @@ class KernelEmitter:
             d = describe(r.owner)
             if d not in self.fused:
                 self.fused.append(d)
+        if not self.fused and isinstance(root.owner, Operation):  # a view made a buffer
+            self.fused.append(f"{describe(root.owner)} (copied)")
         lw.kernel_ops.append((self.k.sym_name.data, self.fused))
         k.body.detach_block(0)
         k.body.add_block(self.k.body.detach_block(0))
@@ -560,6 +610,12 @@ class KernelEmitter:
                 a, b = self.value_at(op.lhs, (i, const(k))), self.value_at(op.rhs, (const(k), j))
                 acc = self._emit(math.FmaOp(a, b, acc))
             return acc
+        if isinstance(op, A.GatherOp):
+            # the index value becomes one more dim of this region's loads
+            ax, r = op.axis.value.data, op.indices.type.get_num_dims()
+            i = self.value_at(op.indices, idx[ax:ax + r])
+            self.dims.append(self._emit(L.IndexOp(i, op.input.type.get_shape()[ax], ax)))
+            return self.value_at(op.input, (*idx[:ax], dim(len(self.dims) - 1), *idx[ax + r:]))
         if isinstance(op, A.IotaOp):
             d = op.dimension.value.data
             i = self._index_value(idx[d])
@@ -652,6 +708,115 @@ class ColumnEmitter(KernelEmitter):
         k.body.detach_block(0)
         k.body.add_block(self.k.body.detach_block(0))
         lw.out.add_op(k)
+
+
+class _OrderedEmitter(KernelEmitter):
+    """Kernels built step by step (`_open`, body, `_close`): a map over the
+    dims after the first p, or none."""
+
+    def _open(self, shape, p: int) -> None:
+        self.lw.kernels += 1
+        self.k = L.KernelOp(f"k{self.lw.kernels}", [], shape[:p])
+        self.p = p
+        self.kblock = self.k.body.block
+        self.kmemo, self.used_buffers, self.fused = {}, [], []
+        self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+        if p < len(shape):
+            self.map = L.MapOp(shape[p:])
+            self.kblock.add_op(self.map)
+            self.block = self.map.body.block
+            self.dims = self.dims + list(self.block.args)
+        else:
+            self.map = None
+
+    def _close(self, attrs: dict) -> None:
+        if self.map is not None:
+            self.map.body.block.add_op(L.YieldOp())
+        self.kblock.add_op(L.YieldOp())
+        k = L.KernelOp(self.k.sym_name.data, list(dict.fromkeys(self.used_buffers + [self.buf])),
+                       A.ints(self.k.parallel))
+        k.attributes.update(attrs)
+        self.lw.kernel_ops.append((self.k.sym_name.data, self.fused))
+        k.body.detach_block(0)
+        k.body.add_block(self.k.body.detach_block(0))
+        self.lw.out.add_op(k)
+
+    def _combine(self, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
+        """acc + x or acc * x in the element type (bool: or / and)."""
+        el = x.type
+        if el == IntegerType(1):
+            return self._emit((arith.OrIOp if kind == "sum" else arith.AndIOp)(acc, x))
+        if isinstance(el, IntegerType):
+            return self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, x))
+        return self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, x))
+
+
+class ScanEmitter(_OrderedEmitter):
+    """An inclusive scan (`cumsum`, `cumprod`) along axis a as one kernel over
+    the input's domain: parallel dims up to a, a map over the rest (vectorized
+    across them), `out[.., i, ..] = out[.., i-1, ..] + x[.., i, ..]` and the
+    first element copied — numpy's `add.accumulate`, in its order, so the
+    values are numpy's bit for bit. The points run in order (`accumulate`:
+    one thread). The previous element is read at `(i + n - 1) mod n`, a valid
+    index even at i = 0, where the select keeps x."""
+
+    def emit(self) -> None:
+        op = self.root.owner
+        shape = op.input.type.get_shape()
+        a, kind = op.axis.value.data, op.kind.data
+        self._open(shape, a + 1)
+        idx = tuple(dim(i) for i in range(len(shape)))
+        x = self.value_at(op.input, idx)
+        n = shape[a]
+        prev_idx = (*idx[:a], (dim(a) + (n - 1)) % n, *idx[a + 1:])
+        prev = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, prev_idx)))
+        first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(dim(a)), i64)),
+                        self._emit(L.ConstOp("0", i64)))
+        val = self._emit(arith.SelectOp(self._emit(first), x, self._combine(kind, prev, x)))
+        self._store(val, idx)
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        self._close({"accumulate": UnitAttr()})
+
+
+class ScatterEmitter(_OrderedEmitter):
+    """`dest[(:,)*axis, idx] = updates` (mode "set") or `np.add.at` (mode
+    "add") as two kernels: the first copies dest (its expression fused) into
+    the result, the second runs over the updates' points in row-major order
+    and stores each at its checked index (`loop.index`), or adds it to what is
+    there. Points must run in order, so that the last of duplicate indices
+    wins and every addition lands: the second kernel carries `accumulate`
+    (one thread) and, for "add", `scatter_add` (one element at a time)."""
+
+    def emit(self) -> None:
+        lw, op = self.lw, self.root.owner
+        full = lambda n: tuple(dim(i) for i in range(n))  # noqa: E731
+        # 1: the copy
+        shape = op.dest.type.get_shape()
+        self._open(shape, len(shape) - 1 if shape else 0)
+        self._store(self.value_at(op.dest, full(len(shape))), full(len(shape)))
+        self.fused.append(f"{describe(op)} (its destination)")
+        self._close({})
+        # 2: the updates, in order
+        ushape = op.updates.type.get_shape()
+        self._open(ushape, len(ushape) - 1 if ushape else 0)
+        u = full(len(ushape))
+        ax, r = op.axis.value.data, op.indices.type.get_num_dims()
+        val = self.value_at(op.updates, u)
+        i = self.value_at(op.indices, u[ax:ax + r])
+        self.dims.append(self._emit(L.IndexOp(i, shape[ax], ax)))
+        at = (*u[:ax], dim(len(self.dims) - 1), *u[ax + r:])
+        attrs = {"accumulate": UnitAttr()}
+        if op.mode.data == "add":
+            old = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, at)))
+            val = self._combine("sum", old, val)
+            attrs["scatter_add"] = UnitAttr()
+        self._store(val, at)
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        self._close(attrs)
 
 
 _FPRED = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}

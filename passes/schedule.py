@@ -30,7 +30,12 @@ The cost model, all of it:
   map) become one launch
   (`merge_pointwise`; discardable attribute `merged`, the kernels' names):
   each kernel's pass over memory costs more than its arithmetic, and values
-  a later kernel reloads are forwarded instead."""
+  a later kernel reloads are forwarded instead;
+* then consecutive kernels over the same parallel dims that read a common
+  buffer, or where one reads rows the other wrote at the same point, become
+  one launch (`merge_rows`, horizontal fusion: `x.sum(-1)`, `x.max(-1)` and
+  `(x*x).sum(-1)` read each row of x from memory once; the later passes over
+  it hit the cache)."""
 
 from __future__ import annotations
 
@@ -84,6 +89,7 @@ class Schedule(ModulePass):
             hoist_past_externs(f)  # first: a kernel after a matmul may join its producer
             if self.merge:
                 merge_pointwise(f, self.parallel_threshold)
+                merge_rows(f)
         for k in [o for o in op.walk() if isinstance(o, L.KernelOp)]:
             Rewriter.replace_op(k, self.schedule(k))
 
@@ -96,6 +102,8 @@ class Schedule(ModulePass):
             width *= 2
         if chain >= VERY_LONG_CHAIN and self.vector_bits >= 512:
             width *= 2
+        if "scatter_add" in k.attributes:  # one element at a time: equal indices add in turn
+            width = 1
         P = A.ints(k.parallel)
         body = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
         reduces = [o for o in k.body.walk() if isinstance(o, L.ReduceOp)]
@@ -123,7 +131,7 @@ class Schedule(ModulePass):
         streamed = self.streamed(k)
         if streamed:
             kop.attributes["nontemporal"] = A.i64_array(streamed)
-        for a in ("merged", "accumulate"):
+        for a in ("merged", "accumulate", "scatter_add"):
             if a in k.attributes:
                 kop.attributes[a] = k.attributes[a]
         return kop
@@ -331,10 +339,97 @@ def _merge(run: list[L.KernelOp]) -> None:
     merged.body.detach_block(0)
     merged.body.add_block(body)
     merged.attributes["merged"] = ArrayAttr([StringAttr(k.sym_name.data) for k in run])
-    if "accumulate" in run[-1].attributes:
-        merged.attributes["accumulate"] = run[-1].attributes["accumulate"]
+    for a in ("accumulate", "scatter_add"):  # (only the last may have them)
+        if a in run[-1].attributes:
+            merged.attributes[a] = run[-1].attributes[a]
     Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
     for k in run:
         Rewriter.erase_op(k)
     for b in dead:
         Rewriter.erase_op(b.owner)
+
+
+# ---- merging kernels over the same rows (horizontal fusion) ------------------
+def _row_local(k: L.KernelOp, access: L.LoadOp | L.StoreOp) -> bool:
+    """The access reads or writes only the kernel's own point: the buffer's
+    leading dims are the parallel dims, indexed by the point itself."""
+    point = list(k.body.block.args)
+    shape = list(access.buffer.type.get_shape())
+    if shape[: len(point)] != list(A.ints(k.parallel)):
+        return False
+    idx = list(access.indices)
+    for d, e in enumerate(access.map.data.results[: len(point)]):
+        s = str(e)
+        if not (s.startswith("d") and s[1:].isdigit() and idx[int(s[1:])] is point[d]):
+            return False
+    return len(access.map.data.results) >= len(point)
+
+
+def _accesses_of(k: L.KernelOp, buf: SSAValue) -> list:
+    return [o for o in k.body.walk() if isinstance(o, (L.LoadOp, L.StoreOp)) and o.buffer is buf]
+
+
+def _joins(run: list[L.KernelOp], k: L.KernelOp) -> bool:
+    """k may run, point by point, right after the run's kernels at the same
+    point: the same parallel dims, it writes nothing they touch nor touches
+    what they write, except rows they wrote that both sides access only at
+    the point itself. Worth it when it shares an input with the run or
+    reads such a row."""
+    par = list(A.ints(k.parallel))
+    if not par or "accumulate" in k.attributes or any(
+            list(A.ints(r.parallel)) != par for r in run):
+        return False
+    reads, writes = _kernel_buffers(k)
+    shared = False
+    for r in run:
+        r_reads, r_writes = _kernel_buffers(r)
+        if writes & (r_reads | r_writes):
+            return False
+        for b in reads & r_writes:
+            if not all(_row_local(x, a) for x in (r, k) for a in _accesses_of(x, b)):
+                return False
+            shared = True
+        shared = shared or bool(reads & r_reads)
+    return shared
+
+
+def merge_rows(f: func.FuncOp) -> None:
+    """Runs of kernels (only allocations between them) that `_joins` accepts
+    become one kernel whose body is theirs in order, at each point of the
+    parallel dims: reductions of the same rows (`x.sum(-1)`, `x.max(-1)`)
+    then read each row from memory once, the later passes from cache."""
+    runs, run = [], []
+    for op in list(f.body.block.ops):
+        if isinstance(op, memref.AllocOp):
+            continue
+        if isinstance(op, L.KernelOp) and run and _joins(run, op):
+            run.append(op)
+            continue
+        runs.append(run)
+        run = [op] if isinstance(op, L.KernelOp) and A.ints(op.parallel) and (
+            "accumulate" not in op.attributes) else []
+    runs.append(run)
+    for run in runs:
+        if len(run) < 2:
+            continue
+        merged = L.KernelOp(run[0].sym_name.data, [], A.ints(run[0].parallel))
+        block = merged.body.block
+        buffers: list[SSAValue] = []
+        names: list = []
+        for k in run:
+            mapper: dict[SSAValue, SSAValue] = dict(zip(k.body.block.args, block.args))
+            for o in k.body.block.ops:
+                if not isinstance(o, L.YieldOp):
+                    block.add_op(o.clone(value_mapper=mapper))
+            buffers += [b for b in k.buffers if b not in buffers]
+            names += (k.attributes["merged"].data if "merged" in k.attributes
+                      else [StringAttr(k.sym_name.data)])
+        block.add_op(L.YieldOp())
+        body = merged.body.detach_block(0)
+        merged = L.KernelOp(run[0].sym_name.data, buffers, A.ints(run[0].parallel))
+        merged.body.detach_block(0)
+        merged.body.add_block(body)
+        merged.attributes["merged"] = ArrayAttr(names)
+        Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
+        for k in run:
+            Rewriter.erase_op(k)

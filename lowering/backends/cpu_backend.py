@@ -92,6 +92,7 @@ class CpuProgram:
         self._fns = {n: cpu.KERNEL_TYPE(a) for n, a in addrs.items()}
         slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
         steps: list[Step] = []
+        constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
         for op in f.body.blocks[0].ops:
             if isinstance(op, memref.AllocOp):
                 t = op.memref.type
@@ -110,6 +111,8 @@ class CpuProgram:
                     run = blas.matmul(flags[0] == "t", flags[1] == "t", flops)
                 else:
                     rule = _parse_extern(op.config.data)
+                    if op.fn.data == "numpy:array.constant":
+                        constants[len(steps)] = rule()
 
                     def run(*arrs, rule=rule, k=len(ins)):
                         res = rule(*arrs[:k])
@@ -117,6 +120,7 @@ class CpuProgram:
                 steps.append(Step("extern", (run, ins + outs)))
             elif isinstance(op, func.ReturnOp):
                 self.outputs = tuple(slots[v] for v in op.arguments)
+        steps = hoist_constants(steps, constants, self.outputs)
         self.steps = steps
         self.n_slots = len(slots)
         self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
@@ -131,7 +135,7 @@ class CpuProgram:
         bufs = [slots[b] for b in k.buffers]
         ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
         work, threads = k.work.value.data, k.threads.value.data
-        return Step("kernel", (fn, tuple(bufs), work, threads, ptrs))
+        return Step("kernel", (fn, tuple(bufs), work, threads, ptrs, index_checks(k)))
 
     def __call__(self, inputs):
         # the launch argument arrays are shared state: one call at a time
@@ -143,13 +147,19 @@ class CpuProgram:
         for st, dead in zip(self.steps, self.dead_after):
             kind = st.kind
             if kind == "kernel":
-                fn, bufs, work, threads, ptrs = st.args
+                fn, bufs, work, threads, ptrs, checks = st.args
                 for j, s in enumerate(bufs):
                     a = vals[s]
                     if type(a) is not np.ndarray:
                         raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
                     ptrs[j] = id(a)  # alive in vals until the kernel returned
-                cpu.launch(fn, work, ptrs, None, threads)
+                if checks is None:
+                    cpu.launch(fn, work, ptrs, None, threads)
+                else:
+                    checks.status[0] = 0
+                    cpu.launch(fn, work, ptrs, checks.address, threads)
+                    if checks.status[0]:
+                        raise checks.error()
             elif kind == "alloc":
                 slot, shape, dtype, static = st.args
                 vals[slot] = POOL.empty(shape, dtype) if static is None else static
@@ -160,6 +170,43 @@ class CpuProgram:
             for s in dead:  # its buffer goes back to the pool for the next alloc
                 vals[s] = None
         return [vals[i] for i in self.outputs]
+
+
+class IndexChecks:
+    """A kernel's `loop.index` checks: the status words it writes ([check
+    number + 1, the offending value], zero when all indices were in range)
+    and, per check, the axis and size for numpy's IndexError."""
+
+    def __init__(self, table: list[tuple[int, int]]):
+        self.table = table
+        self.status = (ctypes.c_int64 * 2)()
+        self.address = ctypes.addressof(self.status)
+
+    def error(self) -> IndexError:
+        axis, size = self.table[self.status[0] - 1]
+        return IndexError(f"index {self.status[1]} is out of bounds for axis {axis} with size {size}")
+
+
+def index_checks(k: K.KernelOp) -> IndexChecks | None:
+    table = [(o.axis.value.data, o.size.value.data) for o in k.body.walk() if isinstance(o, L.IndexOp)]
+    return IndexChecks(table) if table else None
+
+
+def hoist_constants(steps: list[Step], constants: dict[int, np.ndarray],
+                    outputs: tuple[int, ...]) -> list[Step]:
+    """An array constant (`np.arange(n)` captured as data) that is not an
+    output is made once, read-only, as its buffer's static allocation, instead
+    of by an extern on every call. (An output stays a fresh array per call.)"""
+    out, drop = list(steps), set()
+    for k, arr in constants.items():
+        slot = steps[k].args[1][-1]
+        if slot in outputs:
+            continue
+        a = next(i for i, st in enumerate(steps) if st.kind == "alloc" and st.args[0] == slot)
+        _, shape, dtype, _ = steps[a].args
+        out[a] = Step("alloc", (slot, shape, dtype, arr))
+        drop.add(k)
+    return [st for k, st in enumerate(out) if k not in drop]
 
 
 def last_uses(steps: list[Step]) -> dict[int, int]:
@@ -204,8 +251,8 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
     total = 0
     plan: dict[int, tuple[int, int]] = {}  # alloc step -> (buffer, bytes)
     for k, st in enumerate(steps):
-        if st.kind != "alloc" or st.args[0] in keep:
-            continue
+        if st.kind != "alloc" or st.args[0] in keep or st.args[3] is not None:
+            continue  # (a constant has its own)
         slot, shape, dtype, _ = st.args
         n = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
         if n == 0 or n >= STATIC_MAX_BYTES:
@@ -255,6 +302,9 @@ def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
     return out
 
 
+CONSTANT_ONCE = "constant (made once, not per call)"
+
+
 def merged_report(report, kernel_module: ModuleOp):
     """The lowering's report with the kernels `schedule` merged into one
     launch listed once ("k2+k3+k4", their fused ops together), so that
@@ -262,10 +312,24 @@ def merged_report(report, kernel_module: ModuleOp):
     from passes.lower_to_loop import LoweringReport
 
     groups: dict[str, list[str]] = {}
+    once: list[bool] = []  # per constant extern, in order: made once (`hoist_constants`)?
     for op in kernel_module.walk():
         if isinstance(op, K.KernelOp) and "merged" in op.attributes:
             names = [a.data for a in op.attributes["merged"]]  # type: ignore[attr-defined]
             groups[names[0]] = names
+        if isinstance(op, func.ReturnOp):
+            returned = set(op.arguments)
+        if isinstance(op, L.ExternOp) and op.fn.data == "numpy:array.constant":
+            once.append(op)
+    once = [op.buffers[-1] not in returned for op in once]
+    if once:
+        entries, n = [], 0
+        for name, ops in report.kernels:
+            if name == "extern numpy:array.constant":
+                name = CONSTANT_ONCE if once[n] else name
+                n += 1
+            entries.append((name, ops))
+        report = LoweringReport(entries, report.refused)
     if not groups:
         return report
     head_of = {n: head for head, names in groups.items() for n in names}

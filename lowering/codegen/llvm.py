@@ -198,6 +198,9 @@ class KernelCodegen:
                                                               I64.as_pointer()]), k.sym_name.data)
         self.fn.attributes.add("nounwind")
         self.lane_arg: SSAValue | None = None  # the index the current vector step runs over
+        # `loop.index` checks, numbered in walk order (the runtime's table of
+        # axis and size for the IndexError uses the same order)
+        self.check_ids = {o: i for i, o in enumerate(o for o in k.body.walk() if isinstance(o, L.IndexOp))}
 
     # ---- entry: buffer pointers and strides ----------------------------------
     def emit(self) -> None:
@@ -356,7 +359,7 @@ class KernelCodegen:
                 out = self.b.insert_element(out, self.affine(e, lane_dim, lane), const(I32, lane))
             return out
         x = self.vals[v]
-        if w == 1:
+        if w == 1 or isinstance(x.type, ir.VectorType):  # (a gathered index: one per lane)
             return x
         x = self.splat(x, w)
         if v is self.lane_arg:
@@ -378,12 +381,52 @@ class KernelCodegen:
             return
         if isinstance(op, L.YieldOp):
             return
+        if isinstance(op, L.IndexOp):
+            self.vals[op.result] = self.checked_index(op)
+            return
         if op.results and op.results[0] in self.row_reads:
             row, index = self.row_reads[op.results[0]]
             self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
             return
         args = [self.value(o, w) for o in op.operands]
         self.vals[op.results[0]] = scalar_op(self, op, args, w)
+
+    def checked_index(self, op: L.IndexOp) -> ir.Value:
+        """The index in [0, size) for a value in [-size, size) (one lane per
+        element in a vector step, a scalar where the value is one). Any other
+        value: the first such lane's value goes to the status words (the 4th
+        kernel argument: [check number + 1, value], first writer wins) and the
+        index is 0, so that no access leaves the buffer; the runtime raises."""
+        b = self.b
+        x = self.vals[op.value]
+        t = op.value.type
+        ity = ir.VectorType(I64, x.type.count) if isinstance(x.type, ir.VectorType) else I64
+        if t.width.data < 64:
+            x = b.zext(x, ity) if is_unsigned(t) else b.sext(x, ity)
+        n, zero = ir.Constant(ity, op.size.value.data), ir.Constant(ity, 0)
+        j = b.select(b.icmp_signed("<", x, zero), b.add(x, n), x)
+        ok = b.icmp_unsigned("<", j, n)
+        bad = b.not_(ok)
+        vector = isinstance(ity, ir.VectorType)
+        err, cont = self.fn.append_basic_block("index.bad"), self.fn.append_basic_block("index.ok")
+        b.cbranch(self.em.any_lane(b, bad) if vector else bad, err, cont).set_weights([1, 1000])
+        b.position_at_end(err)
+        value = x
+        if vector:
+            value = const(I64, 0)
+            for lane in reversed(range(ity.count)):
+                value = b.select(b.extract_element(bad, const(I32, lane)),
+                                 b.extract_element(x, const(I32, lane)), value)
+        status = self.fn.args[3]
+        res = b.cmpxchg(status, const(I64, 0), const(I64, self.check_ids[op] + 1), "monotonic",
+                        "monotonic")
+        first, done = self.fn.append_basic_block("index.first"), b.block
+        b.cbranch(b.extract_value(res, 1), first, cont)
+        b.position_at_end(first)
+        b.store_atomic(value, b.gep(status, [const(I64, 1)]), "monotonic", 8)
+        b.branch(cont)
+        b.position_at_end(cont)
+        return b.select(ok, j, zero)
 
     def emit_map(self, op: L.MapOp) -> None:
         ranges = A.ints(op.ranges)
@@ -445,6 +488,8 @@ class KernelCodegen:
             return const(I64, e.value)
         if isinstance(e, AffineDimExpr):
             v = self.vals[self.scope[e.position]]
+            if isinstance(v.type, ir.VectorType):  # a gathered index, one per lane
+                return b.extract_element(v, const(I32, lane))
             return b.add(v, const(I64, lane)) if (e.position == lane_dim and lane) else v
         assert isinstance(e, AffineBinaryOpExpr)
         x, y = self.affine(e.lhs, lane_dim, lane), self.affine(e.rhs, lane_dim, lane)
@@ -470,7 +515,10 @@ class KernelCodegen:
 
     def lane_stride(self, buf, exprs, lane_dim: int):
         """Element stride between lanes: a constant int, an LLVM value, or None
-        (not affine in the lane dim)."""
+        (not affine in the lane dim, or reading a gathered index per lane)."""
+        if any(isinstance(self.vals[self.scope[d.position]].type, ir.VectorType)
+               for e in exprs for d in _dims_of(e)):
+            return None
         coef = []
         for e in exprs:
             c = linear_coef(e, lane_dim)
@@ -493,7 +541,10 @@ class KernelCodegen:
         self.scope = list(op.indices)
         exprs = op.map.data.results
         buf = op.buffer
-        lane_dim = len(self.scope) - 1 if w > 1 else None
+        lane_dim = None
+        if w > 1:  # the step's lane index; gathered indices may follow it
+            lane_dim = (self.scope.index(self.lane_arg) if self.lane_arg in self.scope
+                        else len(self.scope) - 1)
         return buf, exprs, lane_dim
 
     def load(self, op: L.LoadOp, w: int) -> ir.Value:
@@ -776,6 +827,14 @@ class KernelCodegen:
                     nest(d + 1)
             self.loop(const(I64, 0), const(I64, ranges[d]), 1, body)
         nest(0)
+
+
+def _dims_of(e: AffineExpr):
+    if isinstance(e, AffineDimExpr):
+        yield e
+    elif isinstance(e, AffineBinaryOpExpr):
+        yield from _dims_of(e.lhs)
+        yield from _dims_of(e.rhs)
 
 
 def linear_coef(e: AffineExpr, d: int) -> int | None:

@@ -236,3 +236,59 @@ def test_costly_row_pass_prefetches_the_next_row():
         out=out,
     )
     assert "llvm.prefetch" not in out.getvalue()  # no transcendental pass to hide it behind
+
+
+# ---- horizontal fusion: kernels over the same rows ---------------------------
+def three_row_stats(x):
+    """Three independent reductions of the same rows."""
+    return x.sum(-1), x.max(-1), (x * x).sum(-1)
+
+
+def reversed_rows(x):
+    """The second kernel reads the first one's output at another row: not
+    mergeable (it would read rows not yet written)."""
+    s = x.sum(-1)
+    return s, (x * s[::-1, None]).max(-1)
+
+
+def shifted_rows(x):
+    """A later kernel reads the rows an earlier one wrote, at the same row:
+    mergeable. (The flattened gather index keeps lowering from fusing them.)"""
+    m = x.max(axis=1, keepdims=True)
+    e = np.exp(x - m)
+    s = e.sum(axis=1, keepdims=True)
+    flat = (np.log(s) - m).reshape(-1)
+    return e / s, flat[np.arange(x.shape[0])], m
+
+
+def test_independent_row_reductions_are_one_kernel():
+    assert merged_names("three_row_stats", "f32[64,300]") == [["k1", "k2", "k3"]]
+    # (the gather is a kernel of its own, over all of its indices)
+    assert merged_names("shifted_rows", "f32[64,300]")[0] == ["k1", "k2", "k3"]
+
+
+def test_no_row_merge_across_rows():
+    names = merged_names("reversed_rows", "f32[64,300]")
+    assert len(names) == 2 and all(len(n) == 1 for n in names)
+
+
+@pytest.mark.parametrize("fn", [three_row_stats, reversed_rows, shifted_rows])
+@pytest.mark.parametrize("shape", [(1, 1), (3, 17), (64, 300), (0, 4)])  # each takes a max: no empty rows
+def test_row_merged_kernels_give_the_same_values(fn, shape, monkeypatch):
+    """Bitwise the values of the kernels run one after the other, and numpy's
+    within the reduction tolerance."""
+    rng = np.random.default_rng(sum(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    if x.size:
+        special = np.array([np.nan, np.inf, -np.inf, -0.0], np.float32)
+        x.flat[::7] = np.resize(special, x.flat[::7].shape)
+    with np.errstate(all="ignore"):
+        got = lowering.compile(fn, backend="cpu")(x)
+        monkeypatch.setattr(schedule, "merge_rows", lambda f: None)
+        lowering.pipeline._PROGRAMS.clear()
+        again = lowering.compile(fn, backend="cpu")(x)
+        want = fn(x)
+    for g, a, w in zip(got, again, want):
+        np.testing.assert_array_equal(g, a)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5 * max(shape[-1], 1), atol=0)
