@@ -121,7 +121,7 @@ def generated(op: Operation) -> bool:
     if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
         return True
     if isinstance(op, A.DotOp):
-        return short_dot(op)
+        return short_dot(op) or narrow_dot(op)
     if isinstance(op, (A.GatherOp, A.ScatterOp)):
         return gathered(op)
     if isinstance(op, A.ScanOp):
@@ -165,6 +165,30 @@ def short_dot(op: A.DotOp) -> bool:
     a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
     return (len(a) == 2 and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
             and 1 <= a[1] <= SHORT_K and b[1] >= 16)
+
+
+NARROW_N, NARROW_MIN_K = 16, 64  # a matmul into this few columns, over this many terms or more
+
+
+def narrow_dot(op: A.DotOp) -> bool:
+    """A float matmul (M, K) x (K, N) into N <= NARROW_N columns with a long
+    contraction (the MLP's `h @ W2`, N = number of classes): one kernel over
+    the rows, the N dot products of a row in one pass over it (`DotEmitter`),
+    fused multiply-adds in vector accumulators. BLAS spends ~110 us on the
+    MLP's 256 x 1024 x 10 product with cold caches, most of it reading h back;
+    generated, it joins the kernel that writes h (`merge_rows`)."""
+    a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
+    return (len(a) == 2 and len(b) == 2
+            and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
+            and 1 <= b[1] <= NARROW_N and a[1] >= NARROW_MIN_K and not short_dot(op)
+            # A's rows must be rows in memory (`h.T @ dlogits` reads columns: BLAS)
+            and not blas_operand(op.lhs)[1])
+
+
+def _contiguous_rows_of_rhs(v: SSAValue) -> bool:
+    """B = W.T of a (N, K) value: its columns are W's rows already."""
+    op = v.owner
+    return isinstance(op, A.TransposeOp) and A.ints(op.permutation) == (1, 0)
 
 
 COLUMN_REDUCTION_BYTES = 1 << 16
@@ -287,6 +311,27 @@ class Lowering:
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
+        # a narrow matmul reads B's columns as rows: B.T made once, first
+        # (before any kernel, so that the one writing A can join the product's)
+        self.columns: dict[A.DotOp, SSAValue] = {}
+        self.inserted: list[Operation] = []
+        for op in list(self.block.ops):
+            if isinstance(op, A.DotOp) and narrow_dot(op) and not _contiguous_rows_of_rhs(op.rhs):
+                same = next((u.operation for u in op.rhs.uses if isinstance(u.operation, A.TransposeOp)
+                             and A.ints(u.operation.permutation) == (1, 0)), None)
+                if same is not None:  # B.T is in the program already (`dlogits @ W2.T`):
+                    same.detach()  # made where a new one would be (before the product)
+                    t = same
+                else:
+                    k_, n_ = op.rhs.type.get_shape()
+                    t = A.TransposeOp(op.rhs, (1, 0), TensorType(op.rhs.type.element_type, [n_, k_]))
+                    self.inserted.append(t)
+                rhs_op = op.rhs.owner
+                if isinstance(rhs_op, Operation):
+                    self.block.insert_op_after(t, rhs_op)
+                else:
+                    self.block.insert_op_before(t, self.block.first_op)
+                self.columns[op] = t.result
         self.uses = Counter()
         for op in self.block.ops:
             for v in op.operands:
@@ -304,6 +349,11 @@ class Lowering:
                 # over all of it: each index is checked, as numpy checks them,
                 # even where a consumer reads only some: `x[i][:1]`.)
                 self.realized.update(op.results)
+                continue
+            if isinstance(op, A.DotOp) and narrow_dot(op):
+                self.realized.add(op.result)  # its own kernel: N reductions per row
+                if op in self.columns:
+                    self.realized.add(self.columns[op])
                 continue
             if isinstance(op, A.DotOp) and generated(op):
                 # read K times per output row/column: from buffers, B laid out
@@ -340,13 +390,17 @@ class Lowering:
 
     # ---- driver --------------------------------------------------------------
     def run(self) -> func.FuncOp:
-        for _ in range(64):
-            try:
-                return self._emit_func()
-            except Restart as r:
-                self.realized.add(r.value)
-                self.reasons.append(r.reason)
-        raise RuntimeError("lower-to-loop did not converge")
+        try:
+            for _ in range(64):
+                try:
+                    return self._emit_func()
+                except Restart as r:
+                    self.realized.add(r.value)
+                    self.reasons.append(r.reason)
+            raise RuntimeError("lower-to-loop did not converge")
+        finally:  # the tensor-level function is left as it came (a moved B.T aside: a view)
+            for t in self.inserted:
+                self.block.erase_op(t)
 
     def _emit_func(self) -> func.FuncOp:
         in_types = [memref_of(a.type, lay) for a, lay in zip(self.block.args, self.layouts)]
@@ -400,6 +454,9 @@ class Lowering:
             return
         if isinstance(op, A.ScanOp):
             ScanEmitter(self, v, buf).emit()
+            return
+        if isinstance(op, A.DotOp) and narrow_dot(op):
+            DotEmitter(self, v, buf).emit()
             return
         KernelEmitter(self, v, buf).emit()
 
@@ -749,6 +806,39 @@ class _OrderedEmitter(KernelEmitter):
         if isinstance(el, IntegerType):
             return self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, x))
         return self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, x))
+
+
+class DotEmitter(_OrderedEmitter):
+    """A narrow matmul (`narrow_dot`) as one kernel over the rows i: for each
+    of the N columns j, `loop.reduce "sum"` over k of a[i, k] * bt[j, k]
+    (bt: B's columns as rows), marked `contract` (the codegen folds each
+    product in with a fused multiply-add, as BLAS does), and stored at
+    (i, j). The N reductions share one pass over the row (the codegen's
+    `reduction_groups`): each vector of a[i, :] is loaded once for all N."""
+
+    def emit(self) -> None:
+        lw, op = self.lw, self.root.owner
+        (m, n), kk = op.result.type.get_shape(), op.lhs.type.get_shape()[1]
+        el = op.result.type.element_type
+        self._open((m,), 1)  # one point per row, no map
+        for j in range(n):
+            r = L.ReduceOp("sum", [kk], el)
+            r.attributes["contract"] = UnitAttr()
+            self.kblock.add_op(r)
+            rb = r.body.block
+            self.block, self.dims, self.memo = rb, list(self.kblock.args) + list(rb.args), {}
+            a = self.value_at(op.lhs, (dim(0), dim(1)))
+            if op in lw.columns:
+                b = self.value_at(lw.columns[op], (const(j), dim(1)))
+            else:
+                b = self.value_at(op.rhs, (dim(1), const(j)))
+            rb.add_op(L.YieldOp(self._emit(arith.MulfOp(a, b))))
+            self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+            self._store(r.result, (dim(0), const(j)))
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        self._close({})
 
 
 class ScanEmitter(_OrderedEmitter):

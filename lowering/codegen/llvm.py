@@ -249,10 +249,10 @@ class KernelCodegen:
                     rem = b.udiv(rem, const(I64, n))
                 for arg, c in zip(block.args, reversed(coords)):
                     self.vals[arg] = c
-                self.emit_ops(ops, width=1)
+                self.emit_kernel_ops(ops)
             self.loop(start, stop, 1, body)
         else:
-            self.emit_ops(ops, width=1)
+            self.emit_kernel_ops(ops)
         if self.streamed:  # the write-combined stores are ordered before the launch returns
             if X86:
                 self.b.call(self.em.intrinsic_void("llvm.x86.sse.sfence"), [])
@@ -327,6 +327,25 @@ class KernelCodegen:
     def emit_ops(self, ops, width: int) -> None:
         for op in ops:
             self.emit_op(op, width)
+
+    def emit_kernel_ops(self, ops) -> None:
+        """The kernel body at one point: independent reductions over the same
+        ranges (`reduction_groups`) share one pass, where the first is."""
+        first = {g[0]: g for g in reduction_groups(ops, self.row_plan)}
+        done: set = set()
+        for op in ops:
+            if op in done:
+                continue
+            group = first.get(op)
+            if group is None:
+                self.emit_op(op, 1)
+                continue
+            specs = [(r, [o for o in r.body.block.ops if not isinstance(o, L.YieldOp)],
+                      r.body.block.last_op.values[0]) for r in group]
+            totals, _ = self._reduce_passes(specs, self.width_for(A.ints(op.ranges)[-1]))
+            for r, t in zip(group, totals):
+                self.vals[r.result] = t
+            done.update(group)
 
     def value(self, v: SSAValue, w: int) -> ir.Value:
         x = self.vals[v]
@@ -687,89 +706,133 @@ class KernelCodegen:
         """One pass of the reduction: (total, NaN seen). `step_combine` folds
         each value into its accumulator (None: numpy's `combine`, and no NaN
         flag is kept)."""
+        totals, nan_seen = self._reduce_passes([(op, body, yielded)], w, step_combine)
+        return totals[0], nan_seen
+
+    def _reduce_passes(self, specs, w: int, step_combine=None):
+        """One pass over the reduction domain for several reductions of the
+        same ranges (`specs`: (op, body ops, yielded value) each): each step
+        emits every body, so loads they share are one load (LLVM's CSE), and
+        keeps each reduction's accumulators. Returns (totals, NaN seen)."""
         b = self.b
-        kind, ranges, t = op.kind.data, A.ints(op.ranges), yielded.type
-        lt = llvm_type(t)
-        accs = self.unroll if (w > 1 and ranges[-1] >= 4 * w * self.unroll) else 1
+        op0 = specs[0][0]
+        ranges = A.ints(op0.ranges)
+        n = ranges[-1] if ranges else 1
+        unroll = max(1, min(self.unroll, MULTI_REDUCE_ACCUMULATORS // len(specs)))
+        accs = unroll if (w > 1 and n >= 4 * w * unroll) else 1
         flag = step_combine is not None
-        fold = step_combine or (lambda a, x: combine(self, kind, t, a, x))
-        ident = identity(kind, t)
-        # accumulators live in stack slots; SROA turns them into registers
-        with b.goto_entry_block():
-            vslots = [b.alloca(vec(lt, w)) for _ in range(accs)] if w > 1 else []
-            sslot = b.alloca(lt)
-            # lanes as wide as the data, so the compares' all-ones masks OR in place
-            flags = [b.alloca(vec(ir.IntType(item_bytes(lt) * 8), w)), b.alloca(I1)] if flag else []
-        for s in vslots:
-            b.store(const(lt, ident, w), s)
-        b.store(const(lt, ident), sslot)
+        assert not flag or len(specs) == 1
+        folds, vslots, sslots = [], [], []
+        flags: list = []
+        for op, _body, yielded in specs:
+            kind, t = op.kind.data, yielded.type
+            lt = llvm_type(t)
+            contract = kind == "sum" and "contract" in op.attributes and isinstance(
+                yielded.owner, arith.MulfOp)
+            folds.append(step_combine or (
+                lambda a, x, kind=kind, t=t: combine(self, kind, t, a, x)))
+            ident = identity(kind, t)
+            # accumulators live in stack slots; SROA turns them into registers
+            with b.goto_entry_block():
+                vs = [b.alloca(vec(lt, w)) for _ in range(accs)] if w > 1 else []
+                ss = b.alloca(lt)
+                if flag:  # lanes as wide as the data: the compares' all-ones masks OR in place
+                    flags = [b.alloca(vec(ir.IntType(item_bytes(lt) * 8), w)), b.alloca(I1)]
+            for sl in vs:
+                b.store(const(lt, ident, w), sl)
+            b.store(const(lt, ident), ss)
+            vslots.append(vs)
+            sslots.append(ss)
+            if contract:
+                folds[-1] = ("fma", yielded.owner)
         for f in flags:
             b.store(ir.Constant(f.type.pointee, None), f)
 
-        def values(width: int, index: ir.Value, count: int = 1) -> list[ir.Value]:
-            """The yielded values of `count` consecutive steps from `index`."""
-            args = list(op.body.block.args)
-            self.lane_arg = args[-1] if width > 1 else self.lane_arg
-            xs = []
-            for k in range(count):
-                self.vals[args[-1]] = b.add(index, const(I64, k * width)) if k else index
-                self.emit_ops(body, width)
-                xs.append(self.value(yielded, width))
-                self.keep_row(op, xs[-1], width)
-            if flag:  # one unordered compare per pair of values
-                f = flags[0] if width > 1 else flags[1]
-                seen = b.load(f)
-                for k in range(0, count, 2):
-                    nan = b.fcmp_unordered("uno", xs[k], xs[min(k + 1, count - 1)])
-                    seen = b.or_(seen, nan if width == 1 else b.sext(nan, seen.type))
-                b.store(seen, f)
-            return xs
+        def values(width: int, index: ir.Value, count: int = 1) -> list[list[ir.Value]]:
+            """Per reduction, the yielded values of `count` consecutive steps."""
+            out = []
+            for op, body, yielded in specs:
+                args = list(op.body.block.args)
+                self.lane_arg = args[-1] if width > 1 else self.lane_arg
+                xs = []
+                for k in range(count):
+                    self.vals[args[-1]] = b.add(index, const(I64, k * width)) if k else index
+                    self.emit_ops(body, width)
+                    xs.append(self.value(yielded, width))
+                    self.keep_row(op, xs[-1], width)
+                    if isinstance(folds[len(out)], tuple):  # the product's factors, this step's
+                        mul = yielded.owner
+                        xs[-1] = (self.value(mul.lhs, width), self.value(mul.rhs, width))
+                if flag:  # one unordered compare per pair of values
+                    f = flags[0] if width > 1 else flags[1]
+                    seen = b.load(f)
+                    for k in range(0, count, 2):
+                        nan = b.fcmp_unordered("uno", xs[k], xs[min(k + 1, count - 1)])
+                        seen = b.or_(seen, nan if width == 1 else b.sext(nan, seen.type))
+                    b.store(seen, f)
+                out.append(xs)
+            return out
 
-        def step(width: int, index: ir.Value, slots: list, count: int = 1) -> None:
-            for slot, x in zip(slots, values(width, index, count)):
-                b.store(fold(b.load(slot), x), slot)
+        def fold(i: int, acc: ir.Value, x: ir.Value, width: int) -> ir.Value:
+            f = folds[i]
+            if isinstance(f, tuple):  # acc + a*b as one fused multiply-add (a dot product)
+                return b.call(self.em.intrinsic("fma", acc.type, 3), [*x, acc])
+            return f(acc, x)
 
-        args = list(op.body.block.args)
-        n = ranges[-1] if ranges else 1
+        def step(width: int, index: ir.Value, slots_of, count: int = 1) -> None:
+            for i, xs in enumerate(values(width, index, count)):
+                for slot, x in zip(slots_of(i), xs):
+                    b.store(fold(i, b.load(slot), x, width), slot)
 
         def inner():
             if accs > 1:  # independent accumulators: hides the latency, shortens rounding chains
                 self.loop(const(I64, 0), const(I64, n), accs * w,
-                          lambda i: step(w, i, vslots, accs))
+                          lambda i: step(w, i, lambda r: vslots[r], accs))
                 start = self._last_iv
             else:
                 start = const(I64, 0)
             if w > 1:
-                self.loop(start, const(I64, n), w, lambda i: step(w, i, vslots[:1]))
+                self.loop(start, const(I64, n), w, lambda i: step(w, i, lambda r: vslots[r][:1]))
                 start = self._last_iv
-            self.loop(start, const(I64, n), 1, lambda i: step(1, i, [sslot]))
+            self.loop(start, const(I64, n), 1, lambda i: step(1, i, lambda r: [sslots[r]]))
 
         if not ranges:
-            self.emit_ops(body, 1)
-            b.store(fold(b.load(sslot), self.value(yielded, 1)), sslot)
+            for i, (op, body, yielded) in enumerate(specs):
+                self.emit_ops(body, 1)
+                x = self.value(yielded, 1)
+                if isinstance(folds[i], tuple):
+                    x = (self.value(yielded.owner.lhs, 1), self.value(yielded.owner.rhs, 1))
+                b.store(fold(i, b.load(sslots[i]), x, 1), sslots[i])
         else:
+            args0 = [list(op.body.block.args) for op, _, _ in specs]
+
             def nest(d: int) -> None:
                 if d == len(ranges) - 1:
                     inner()
                     return
 
                 def outer(i):
-                    self.vals[args[d]] = i
+                    for args in args0:
+                        self.vals[args[d]] = i
                     nest(d + 1)
                 self.loop(const(I64, 0), const(I64, ranges[d]), 1, outer)
             nest(0)
-        total = b.load(sslot)
-        if vslots:
-            vacc = b.load(vslots[0])
-            for s in vslots[1:]:
-                vacc = combine(self, kind, t, vacc, b.load(s))
-            total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
+        totals = []
+        for (op, _body, yielded), vs, ss in zip(specs, vslots, sslots):
+            kind, t = op.kind.data, yielded.type
+            total = b.load(ss)
+            if vs:
+                vacc = b.load(vs[0])
+                for sl in vs[1:]:
+                    vacc = combine(self, kind, t, vacc, b.load(sl))
+                total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
+            totals.append(total)
         nan_seen = None
         if flag:
             lanes = b.load(flags[0])
             lanes = b.icmp_signed("!=", lanes, ir.Constant(lanes.type, None))
             nan_seen = b.or_(self.em.any_lane(b, lanes), b.load(flags[1]))
-        return total, nan_seen
+        return totals, nan_seen
 
     def keep_row(self, op: L.ReduceOp, x: ir.Value, w: int) -> None:
         """Store the yielded value into the reduce's cached row (see
@@ -829,6 +892,46 @@ class KernelCodegen:
         nest(0)
 
 
+def _groupable(op: Operation, row_plan) -> bool:
+    if not isinstance(op, L.ReduceOp) or op in row_plan or not A.ints(op.ranges):
+        return False
+    kind = op.kind.data
+    # argmax/argmin run scalar; float max/min keep their NaN-checked passes
+    return kind in ("sum", "prod", "any", "all") or (
+        kind in ("max", "min") and not is_float(op.body.block.last_op.values[0].type))
+
+
+def reduction_groups(ops, row_plan) -> list[list[L.ReduceOp]]:
+    """Reductions of the kernel-level ops that share one pass: a reduction
+    joins an earlier one over the same ranges when computing it there, ahead
+    of the ops in between, changes nothing (its body uses no value they make
+    and loads no buffer they store to). Groups of two or more."""
+    groups: list[list[L.ReduceOp]] = []
+    taken: set = set()
+    for i, r in enumerate(ops):
+        if r in taken or not _groupable(r, row_plan):
+            continue
+        group = [r]
+        made: set = set(r.results)
+        stored: set = set()
+        for op in ops[i + 1:]:
+            if (op not in taken and _groupable(op, row_plan)
+                    and A.ints(op.ranges) == A.ints(r.ranges)):
+                inner = list(op.body.walk())
+                if not any(x in made for o in inner for x in o.operands) and not any(
+                        isinstance(o, L.LoadOp) and o.buffer in stored for o in inner):
+                    group.append(op)
+                    continue
+            for o in op.walk():
+                made.update(o.results)
+                if isinstance(o, L.StoreOp):
+                    stored.add(o.buffer)
+        if len(group) > 1:
+            groups.append(group)
+            taken.update(group)
+    return groups
+
+
 def _dims_of(e: AffineExpr):
     if isinstance(e, AffineDimExpr):
         yield e
@@ -861,6 +964,7 @@ def linear_coef(e: AffineExpr, d: int) -> int | None:
 
 
 # ---- row cache: a reduce's per-element value reused by a later map ----------
+MULTI_REDUCE_ACCUMULATORS = 16  # vector registers for the accumulators of one pass
 ROW_CACHE_BYTES = 64 * 1024  # a stack array per kernel call: stays in L1/L2
 _COSTLY = ("math.", "arith.divf", "loop.ufunc")
 _PURE = ("arith.", "math.", "loop.const", "loop.cast", "loop.ufunc", "loop.load", "affine.apply")

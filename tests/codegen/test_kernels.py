@@ -292,3 +292,34 @@ def test_row_merged_kernels_give_the_same_values(fn, shape, monkeypatch):
         np.testing.assert_array_equal(g, a)
         assert g.shape == w.shape and g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-5 * max(shape[-1], 1), atol=0)
+
+
+def _kernel_module(fn, args: str):
+    out = io.StringIO()
+    assert dump.main([f"tests/codegen/test_kernels.py::{fn}", "--args", args, "--stage", "kernel"],
+                     out=out) == 0
+    text = out.getvalue()
+    return Parser(context(), text[text.index("builtin.module"):]).parse_module()
+
+
+def narrow_product(h, w):
+    return np.maximum(h, 0) @ w
+
+
+def test_independent_reductions_share_one_pass():
+    from lowering.codegen.llvm import reduction_groups
+
+    def groups(fn, args):
+        out = []
+        for k in _kernel_module(fn, args).walk():
+            if isinstance(k, K.KernelOp):
+                ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+                out += [[o.kind.data for o in g] for g in reduction_groups(ops, {})]
+        return out
+
+    # the two sums in one pass (the float max keeps its NaN-checked passes)
+    assert groups("three_row_stats", "f32[64,300]") == [["sum", "sum"]]
+    # a narrow matmul: the ten dot products of a row in one pass
+    assert groups("narrow_product", "f32[64,300] f32[300,10]") == [["sum"] * 10]
+    # a reduction reading another's result waits for it (LayerNorm's variance)
+    assert groups("shifted_rows", "f32[64,300]") == []
