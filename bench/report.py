@@ -218,9 +218,7 @@ def markdown(res: dict) -> str:
         + (" — **the machine was not quiet: timings are noisy**" if _busy(env) else ""),
         (
             f"- Sizes: {res['settings']['size']}; median of {res['settings']['repeats']} calls after "
-            f"{1 + res['settings']['warmup']} warm-up calls, taken in "
-            f"{res['settings'].get('rounds', 1)} rounds over the peers (one more untimed call "
-            f"each time) (W6: {res['settings']['dispatch_calls']} "
+            f"{1 + res['settings']['warmup']} warm-up calls (W6: {res['settings']['dispatch_calls']} "
             "calls per sample); check: rtol 1e-4, atol 1e-6·max|ref| vs float64 numpy"
         ),
         "",

@@ -3,7 +3,6 @@ derives what the tables show: roofline, % of roofline, ratios vs lowering."""
 
 from __future__ import annotations
 
-import statistics
 import sys
 import time
 import traceback
@@ -22,11 +21,10 @@ class Settings:
     repeats: int = 10  # timed samples per peer and workload (median reported)
     warmup: int = 2  # calls after the first, untimed
     dispatch_calls: int = 2000  # calls per sample for per-call workloads (W6)
-    rounds: int = 5  # the samples are taken in this many rounds over the peers
 
     @classmethod
     def quick(cls, size: str) -> Settings:
-        return cls(size=size, repeats=3, warmup=1, dispatch_calls=200, rounds=3)
+        return cls(size=size, repeats=3, warmup=1, dispatch_calls=200)
 
 
 def log(msg: str) -> None:
@@ -59,15 +57,13 @@ def make_peers(names: list[str]) -> tuple[list[Peer], dict]:
     return out, info
 
 
-def prepare_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple):
-    """(result so far, the timed callable or None): the peer's wrapping, its
-    first call (compile included) and the check of its output."""
+def run_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple, s: Settings) -> dict:
     try:
         run = p.prepare(w, inputs)
     except NotExpressible as e:
-        return {"status": "not_expressible", "reason": str(e)}, None
+        return {"status": "not_expressible", "reason": str(e)}
     except Exception as e:  # noqa: BLE001 - a failing peer is recorded, not fatal
-        return {"status": "error", "stage": "prepare", "error": error_text(e)}, None
+        return {"status": "error", "stage": "prepare", "error": error_text(e)}
     try:
         t0 = time.perf_counter()
         out = run()
@@ -75,38 +71,25 @@ def prepare_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tupl
         verdict = check(p.to_numpy(out), refs, expected)
         del out
     except Exception as e:  # noqa: BLE001
-        return {"status": "error", "stage": "first call", "error": error_text(e)}, None
-    return {"status": "ok" if verdict["ok"] else "check_failed", "check": verdict,
-            "first_call_ms": first_ms}, run
-
-
-def time_rounds(runs: dict, w: Workload, s: Settings) -> dict:
-    """Samples of every peer, taken in `s.rounds` rounds that visit the peers
-    in turn (each round: one untimed call, then its share of the samples),
-    after `s.warmup` calls each: a slow or fast period of the host falls on
-    every peer alike instead of on whichever ran then. {peer: timing}."""
-    inner = s.dispatch_calls if w.per_call else 1
-    rounds = max(1, min(s.rounds, s.repeats))
-    out: dict = {}
-    for name, run in runs.items():
-        try:
-            for _ in range(s.warmup):
-                run()
-        except Exception as e:  # noqa: BLE001
-            out[name] = {"status": "error", "stage": "timed calls", "error": error_text(e)}
-    samples: dict = {n: [] for n in runs if n not in out}
-    for r in range(rounds):
-        share = s.repeats // rounds + (1 if r < s.repeats % rounds else 0)
-        for name in list(samples):
-            try:
-                samples[name] += measure(runs[name], repeats=share, warmup=1, inner=inner)["samples_ms"]
-            except Exception as e:  # noqa: BLE001
-                out[name] = {"status": "error", "stage": "timed calls", "error": error_text(e)}
-                del samples[name]
-    for name, ms in samples.items():
-        out[name] = {"median_ms": statistics.median(ms), "min_ms": min(ms), "samples_ms": ms,
-                     "calls_per_sample": inner, "rounds": rounds}
-    return out
+        return {"status": "error", "stage": "first call", "error": error_text(e)}
+    try:
+        timing = measure(
+            run, repeats=s.repeats, warmup=s.warmup, inner=s.dispatch_calls if w.per_call else 1
+        )
+    except Exception as e:  # noqa: BLE001
+        return {
+            "status": "error",
+            "stage": "timed calls",
+            "error": error_text(e),
+            "check": verdict,
+            "first_call_ms": first_ms,
+        }
+    return {
+        "status": "ok" if verdict["ok"] else "check_failed",
+        "check": verdict,
+        "first_call_ms": first_ms,
+        **timing,
+    }
 
 
 def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) -> dict:
@@ -126,26 +109,15 @@ def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) 
             "bytes": traffic_bytes(inputs, expected),
             "results": {},
         }
-        runs: dict = {}
         for p in peers:
             if not peer_info[p.name]["available"]:
                 r = {"status": "unavailable", "reason": peer_info[p.name]["reason"]}
             else:
-                r, run = prepare_one(p, w, inputs, refs, expected)
-                if run is not None:
-                    runs[p.name] = run
+                r = run_one(p, w, inputs, refs, expected, s)
             entry["results"][p.name] = r
-        for name, timing in time_rounds(runs, w, s).items():
-            r = entry["results"][name]
-            if "median_ms" not in timing:
-                timing = {**timing, "check": r.get("check"), "first_call_ms": r.get("first_call_ms")}
-                entry["results"][name] = timing
-            else:
-                r.update(timing)
-        for p in peers:
-            log(f"{key} {w.name:<22} {p.name:<16} {describe(entry['results'][p.name], w)}")
+            log(f"{key} {w.name:<22} {p.name:<16} {describe(r, w)}")
         out[key] = entry
-        del inputs, expected, refs, runs
+        del inputs, expected, refs
     return out
 
 
