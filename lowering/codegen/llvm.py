@@ -921,6 +921,7 @@ def reduction_groups(ops, row_plan) -> list[list[L.ReduceOp]]:
                 if not any(x in made for o in inner for x in o.operands) and not any(
                         isinstance(o, L.LoadOp) and o.buffer in stored for o in inner):
                     group.append(op)
+                    made.update(op.results)  # (a later member may not read it either)
                     continue
             for o in op.walk():
                 made.update(o.results)

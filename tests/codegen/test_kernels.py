@@ -323,3 +323,24 @@ def test_independent_reductions_share_one_pass():
     assert groups("narrow_product", "f32[64,300] f32[300,10]") == [["sum"] * 10]
     # a reduction reading another's result waits for it (LayerNorm's variance)
     assert groups("shifted_rows", "f32[64,300]") == []
+
+
+def norm_plus_abs_sum(x):
+    """Three reductions of a row in one kernel: the abs-sum and the mean are
+    independent (one pass), the variance reads the mean (its own pass)."""
+    s = np.abs(x).sum(-1, keepdims=True)
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return s + (x - m) / np.sqrt(v + 1e-5)
+
+
+def test_a_reduction_reading_a_grouped_one_waits_for_it():
+    from lowering.codegen.llvm import reduction_groups
+
+    k = next(o for o in _kernel_module("norm_plus_abs_sum", "f32[16,300]").walk()
+             if isinstance(o, K.KernelOp))
+    ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+    assert [[o.kind.data for o in g] for g in reduction_groups(ops, {})] == [["sum", "sum"]]
+    x = np.random.default_rng(1).standard_normal((16, 300)).astype(np.float32)
+    np.testing.assert_allclose(lowering.compile(norm_plus_abs_sum)(x), norm_plus_abs_sum(x),
+                               rtol=1e-4, atol=1e-4)
