@@ -258,3 +258,15 @@ def test_matmul_inplace_into_a_read_only_array_raises_like_numpy(x_dtype, y_dtyp
         return x
 
     assert_matches_numpy(fn, x, np.ones((2, 2), y_dtype))
+
+
+@pytest.mark.parametrize("src", ["~(2.0 < t)", "+(2.0 < t)", "-(t > 0.0)", "abs(t < 1.0)",
+                                 "~(t < 1.0) + 1", "(~(t < 1.0)) * t", "-(t > 0.0) / 2",
+                                 "~(t < 1.0) & 3", "(~(t < 1.0)) < 0.5"])
+@pytest.mark.parametrize("s", [0.5, 3.0, float("nan")])
+def test_unary_operators_on_a_python_bool(src, s):
+    """A comparison of a Python float argument is a Python bool in the eager
+    program; `~`, `-`, `+`, `abs` on it are Python int arithmetic (~True is -2),
+    not numpy's bool ops, and the results come back as Python ints."""
+    fn = eval(f"lambda x, t: ({src}, x * 2)")  # noqa: S307 - test source
+    assert_matches_numpy(fn, np.ones(3, np.float32), s, rtol=0.0, calls=2)

@@ -183,7 +183,8 @@ def _as_python(r, *operands):
     the eager program: its result is a Python float/bool, not a numpy scalar
     (an explicit `np.multiply(s, 2.0)` still gives np.float64)."""
     if isinstance(r, TracedArray) and all(_python_scalar(o) for o in operands):
-        r._weak = {"f": float, "b": bool}.get(r.dtype.kind)
+        # (an int only from Python ints derived from a traced Python bool: int64 arithmetic)
+        r._weak = {"f": float, "b": bool, "i": int}.get(r.dtype.kind)
     return r
 
 
@@ -218,9 +219,21 @@ for _name, _uf in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
     setattr(TracedArray, f"__{_name}__",
             (lambda uf: lambda self, other: _as_python(uf(self, other), self, other))(_uf))
 
+def _unary(uf):
+    def op(self):
+        if self._weak is bool:
+            # a Python bool (a comparison of Python floats): Python's int
+            # arithmetic (~True == -2, -True == -1, +True == 1), an int result
+            r = uf(self.astype(np.int64))
+            r._weak = int
+            return r
+        return _as_python(uf(self), self)
+    return op
+
+
 for _name, _uf in [("neg", np.negative), ("pos", np.positive), ("abs", np.absolute),
                    ("invert", np.invert)]:
-    setattr(TracedArray, f"__{_name}__", (lambda uf: lambda self: _as_python(uf(self), self))(_uf))
+    setattr(TracedArray, f"__{_name}__", _unary(_uf))
 
 def _fast_pow_op(self, exponent):
     """numpy's `ndarray.__pow__` takes fast paths for some scalar exponents
