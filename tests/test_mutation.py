@@ -169,3 +169,28 @@ def test_a_view_of_a_python_scalar_argument_is_a_fresh_writeable_array():
                              compiled=lowering.compile(via_transpose, backend=backend))
         assert_matches_numpy(via_reshape, 0.25, np.ones(1), rtol=0.0, calls=2,
                              compiled=lowering.compile(via_reshape, backend=backend))
+
+
+def test_a_view_of_a_numpy_scalar_is_a_new_array_not_an_alias():
+    """A ufunc of a 0-d array gives a numpy scalar; its `.reshape(-1)` is a new
+    array, so writing into that leaves the scalar alone (found by the
+    random-program property test, deep profile: we wrote through to it)."""
+    def via_out(a0, a1):
+        v0 = np.absolute(a1)
+        v1 = v0.reshape(-1)
+        np.add(v1, a1, out=v1)
+        return np.absolute(a0), v0, v1
+
+    def via_iadd(a0):
+        v0 = np.absolute(a0)
+        v1 = v0.reshape(-1)
+        v1 += 1
+        v2 = a0[()].reshape(1)
+        v2 *= 3
+        return v0, v1, v2, a0
+
+    for backend in ("cpu", "numpy"):
+        assert_matches_numpy(via_out, np.array(0.0, np.float32), np.array(-2**31, np.int32),
+                             rtol=0.0, calls=2, compiled=lowering.compile(via_out, backend=backend))
+        assert_matches_numpy(via_iadd, np.array(2.5, np.float32), rtol=0.0, calls=2,
+                             compiled=lowering.compile(via_iadd, backend=backend))

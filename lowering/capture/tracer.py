@@ -277,10 +277,11 @@ class Tracer:
         return TracedArray(self, st, (), weak=weak, scalar=scalar)
 
     def view(self, base: "TracedArray", step) -> "TracedArray":
-        if base._weak is not None and not base._steps:
-            # a Python scalar: numpy makes a fresh array of it first
+        if (base._weak is not None and not base._steps) or base._scalar:
+            # a Python or numpy scalar: numpy makes a fresh array of it first
             # (`np.transpose(0.5, ())` is a writeable 0-d array, unrelated to
-            # the argument), so its views are neither read-only nor the caller's
+            # the argument; `np.abs(a0d).reshape(-1)` a new array, not a view
+            # of the scalar), so its views are neither read-only nor aliases
             base = self.wrap(base._v())
         v = step.apply(self.prims, base._v())
         t = TracedArray(self, base._st, base._steps + (step,))
