@@ -29,7 +29,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.irdl import (
-    AnyAttr,
     IRDLOperation,
     base,
     irdl_op_definition,
@@ -40,7 +39,6 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
-    var_result_def,
 )
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException

@@ -31,11 +31,8 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math, memref
 from xdsl.dialects.builtin import (
-    DYNAMIC_INDEX,
-    ArrayAttr,
     DictionaryAttr,
     FunctionType,
-    IndexType,
     IntegerType,
     MemRefType,
     ModuleOp,
@@ -880,7 +877,7 @@ class ScatterEmitter(_OrderedEmitter):
     (one thread) and, for "add", `scatter_add` (one element at a time)."""
 
     def emit(self) -> None:
-        lw, op = self.lw, self.root.owner
+        op = self.root.owner
         full = lambda n: tuple(dim(i) for i in range(n))  # noqa: E731
         # 1: the copy
         shape = op.dest.type.get_shape()

@@ -16,7 +16,6 @@ from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
 from xdsl.parser import Parser
 
-from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
 from passes.lower_to_loop import lower_func

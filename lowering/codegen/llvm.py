@@ -33,7 +33,7 @@ import platform
 from collections.abc import Callable
 
 import llvmlite.ir as ir
-from xdsl.dialects import affine, arith, func, math as xmath, memref
+from xdsl.dialects import affine, arith
 from xdsl.dialects.builtin import (
     AnyFloat,
     Float16Type,
@@ -286,7 +286,6 @@ class KernelCodegen:
                      lo=None, hi=None) -> None:
         """Nested loops over `ranges` (outer ones scalar); the innermost one is
         vectorized with a scalar tail. width_body(w) emits one step."""
-        b = self.b
         if not ranges:
             width_body(1)
             return
@@ -439,7 +438,7 @@ class KernelCodegen:
         status = self.fn.args[3]
         res = b.cmpxchg(status, const(I64, 0), const(I64, self.check_ids[op] + 1), "monotonic",
                         "monotonic")
-        first, done = self.fn.append_basic_block("index.first"), b.block
+        first = self.fn.append_basic_block("index.first")
         b.cbranch(b.extract_value(res, 1), first, cont)
         b.position_at_end(first)
         b.store_atomic(value, b.gep(status, [const(I64, 1)]), "monotonic", 8)

@@ -11,7 +11,6 @@ comparison is still exact."""
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
