@@ -155,7 +155,11 @@ def test_writes_through_views_reach_the_base(data):
     x = data.draw(arrays(dtypes("fi"), shapes_nd, layout=data.draw(st.sampled_from(
         ["C", "F", "strided", "transposed"]))))
     k1 = data.draw(basic_keys(x.shape))
-    view = np.zeros(x.shape)[k1]
+    try:
+        view = np.zeros(x.shape)[k1]
+    except IndexError:  # an Ellipsis moved an int onto an empty axis: numpy refuses
+        check(lambda x: x[k1], x)  # and so must we
+        return
     is_view = isinstance(view, np.ndarray)  # else numpy hands back a scalar copy
     k2 = data.draw(basic_keys(view.shape)) if view.shape else ()
 
