@@ -88,6 +88,15 @@ class KernelOp(IRDLOperation):
         if len(self.body.block.args) != n:
             raise VerifyException(f"loop.kernel: body needs {n} index arguments")
 
+    def with_buffers(self, buffers: Sequence[SSAValue]) -> "KernelOp":
+        """A new kernel with this one's name, parallel dims and body (moved,
+        not copied), over `buffers`: a body is built before its kernel knows
+        which buffers it touches."""
+        k = KernelOp(self.sym_name.data, buffers, ints(self.parallel))
+        k.body.detach_block(0)
+        k.body.add_block(self.body.detach_block(0))
+        return k
+
 
 @irdl_op_definition
 class ReduceOp(IRDLOperation):

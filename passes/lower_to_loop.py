@@ -586,8 +586,6 @@ class KernelEmitter:
             self._store(val, full)
             mb.add_op(L.YieldOp())
         self.kblock.add_op(L.YieldOp())
-        bufs = list(dict.fromkeys(self.used_buffers + [self.buf]))
-        k = L.KernelOp(self.k.sym_name.data, bufs, shape[:p])
         for r in reductions:
             d = describe(r.owner)
             if d not in self.fused:
@@ -595,9 +593,7 @@ class KernelEmitter:
         if not self.fused and isinstance(root.owner, Operation):  # a view made a buffer
             self.fused.append(f"{describe(root.owner)} (copied)")
         lw.kernel_ops.append((self.k.sym_name.data, self.fused))
-        k.body.detach_block(0)
-        k.body.add_block(self.k.body.detach_block(0))
-        lw.out.add_op(k)
+        lw.out.add_op(self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf]))))
 
     def _store(self, val: SSAValue, idx: Index) -> None:
         m = AffineMap(len(self.dims), 0, idx)
@@ -667,9 +663,8 @@ class KernelEmitter:
         if isinstance(op, A.GatherOp):
             # the index value becomes one more dim of this region's loads
             ax, r = op.axis.value.data, op.indices.type.get_num_dims()
-            i = self.value_at(op.indices, idx[ax:ax + r])
-            self.dims.append(self._emit(L.IndexOp(i, op.input.type.get_shape()[ax], ax)))
-            return self.value_at(op.input, (*idx[:ax], dim(len(self.dims) - 1), *idx[ax + r:]))
+            j = self._data_dim(self.value_at(op.indices, idx[ax:ax + r]), op.input, ax)
+            return self.value_at(op.input, (*idx[:ax], j, *idx[ax + r:]))
         if isinstance(op, A.IotaOp):
             d = op.dimension.value.data
             i = self._index_value(idx[d])
@@ -688,6 +683,12 @@ class KernelEmitter:
         new = type(op).create(operands=args, result_types=[el], properties=dict(op.properties))
         return self._emit(new)
 
+    def _data_dim(self, i: SSAValue, of: SSAValue, axis: int) -> AffineExpr:
+        """The integer value i as an index along `axis` of `of` (checked and
+        normalized by `loop.index`): one more dim of this region's accesses."""
+        self.dims.append(self._emit(L.IndexOp(i, of.type.get_shape()[axis], axis)))
+        return dim(len(self.dims) - 1)
+
     def _index_value(self, e: AffineExpr) -> SSAValue:
         """An index-typed SSA value for an affine expression of the dims."""
         m = AffineMap(len(self.dims), 0, (e,))
@@ -699,69 +700,6 @@ class KernelEmitter:
         from xdsl.dialects.builtin import AffineMapAttr
 
         return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
-
-
-class ColumnEmitter(KernelEmitter):
-    """A reduction over the leading axes that keeps a long innermost axis
-    (a bias gradient, `g.sum(axis=0)`) as one kernel over the input's domain:
-    the reduced axes are its parallel dims, the kept ones its map, and each
-    point combines into the output, `out[j] = 0 + x[0, j]` at the first row
-    (numpy's start: its identity, or the first row for max/min) and
-    `out[j] = out[j] + x[i, j]` after — numpy's own order for a C-contiguous
-    input, so sums match it bit for bit (signed zeros included). Rows must run
-    in order: the kernel carries `accumulate` and `schedule` keeps it on one
-    thread. The input's expression is computed inline (fused) as in any
-    kernel."""
-
-    def emit(self) -> None:
-        lw, op = self.lw, self.root.owner
-        x = op.input
-        shape = x.type.get_shape()
-        r = len(A.ints(op.axes))
-        lw.kernels += 1
-        self.k = L.KernelOp(f"k{lw.kernels}", [], shape[:r])
-        self.p = r
-        self.kblock = self.k.body.block
-        self.kmemo, self.used_buffers, self.fused = {}, [], []
-        m = L.MapOp(shape[r:])
-        self.kblock.add_op(m)
-        mb = m.body.block
-        self.block, self.dims, self.memo = mb, list(self.kblock.args) + list(mb.args), {}
-        val = self.value_at(x, tuple(dim(i) for i in range(len(shape))))
-        out_idx = tuple(dim(i) for i in range(r, len(shape)))
-        acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, out_idx)))
-        el = x.type.element_type
-        kind = op.kind.data
-        row = dim(0)
-        for i in range(1, r):
-            row = row * shape[i] + dim(i)
-        first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(row), i64)),
-                        self._emit(L.ConstOp("0", i64)))
-        # numpy starts a sum from +0.0 (a column of -0.0 sums to +0.0) and a
-        # product from 1; max/min from the first row (max(x0, x0) = x0)
-        init = val if kind in ("max", "min") else self._emit(
-            L.ConstOp("0" if kind == "sum" else "1", el) if isinstance(el, IntegerType)
-            else L.ConstOp("0.0" if kind == "sum" else "1.0", el))
-        acc = self._emit(arith.SelectOp(self._emit(first), init, acc))
-        if kind in ("max", "min"):
-            new = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [acc, val], el))
-        elif isinstance(el, IntegerType):
-            new = self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, val))
-        else:
-            new = self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, val))
-        self._store(new, out_idx)
-        mb.add_op(L.YieldOp())
-        self.kblock.add_op(L.YieldOp())
-        d = describe(op)
-        if d not in self.fused:
-            self.fused.append(d)
-        k = L.KernelOp(self.k.sym_name.data, list(dict.fromkeys(self.used_buffers + [self.buf])),
-                       shape[:r])
-        k.attributes["accumulate"] = UnitAttr()
-        lw.kernel_ops.append((self.k.sym_name.data, self.fused))
-        k.body.detach_block(0)
-        k.body.add_block(self.k.body.detach_block(0))
-        lw.out.add_op(k)
 
 
 class _OrderedEmitter(KernelEmitter):
@@ -787,12 +725,9 @@ class _OrderedEmitter(KernelEmitter):
         if self.map is not None:
             self.map.body.block.add_op(L.YieldOp())
         self.kblock.add_op(L.YieldOp())
-        k = L.KernelOp(self.k.sym_name.data, list(dict.fromkeys(self.used_buffers + [self.buf])),
-                       A.ints(self.k.parallel))
+        k = self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf])))
         k.attributes.update(attrs)
-        self.lw.kernel_ops.append((self.k.sym_name.data, self.fused))
-        k.body.detach_block(0)
-        k.body.add_block(self.k.body.detach_block(0))
+        self.lw.kernel_ops.append((k.sym_name.data, self.fused))
         self.lw.out.add_op(k)
 
     def _combine(self, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
@@ -803,6 +738,53 @@ class _OrderedEmitter(KernelEmitter):
         if isinstance(el, IntegerType):
             return self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, x))
         return self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, x))
+
+
+class ColumnEmitter(_OrderedEmitter):
+    """A reduction over the leading axes that keeps a long innermost axis
+    (a bias gradient, `g.sum(axis=0)`) as one kernel over the input's domain:
+    the reduced axes are its parallel dims, the kept ones its map, and each
+    point combines into the output, `out[j] = 0 + x[0, j]` at the first row
+    (numpy's start: its identity, or the first row for max/min) and
+    `out[j] = out[j] + x[i, j]` after — numpy's own order for a C-contiguous
+    input, so sums match it bit for bit (signed zeros included). Rows must run
+    in order: the kernel carries `accumulate` and `schedule` keeps it on one
+    thread. The input's expression is computed inline (fused) as in any
+    kernel."""
+
+    def emit(self) -> None:
+        op = self.root.owner
+        x = op.input
+        shape = x.type.get_shape()
+        r = len(A.ints(op.axes))
+        self._open(shape, r)  # (a column reduction keeps its innermost axis: a map)
+        val = self.value_at(x, tuple(dim(i) for i in range(len(shape))))
+        out_idx = tuple(dim(i) for i in range(r, len(shape)))
+        acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, out_idx)))
+        el = x.type.element_type
+        kind = op.kind.data
+        row = dim(0)
+        for i in range(1, r):
+            row = row * shape[i] + dim(i)
+        first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(row), i64)),
+                        self._emit(L.ConstOp("0", i64)))
+        # numpy starts a sum from +0.0 (a column of -0.0 sums to +0.0) and a
+        # product from 1; max/min from the first row (max(x0, x0) = x0)
+        init = val if kind in ("max", "min") else self._emit(
+            L.ConstOp("0" if kind == "sum" else "1", el) if isinstance(el, IntegerType)
+            else L.ConstOp("0.0" if kind == "sum" else "1.0", el))
+        acc = self._emit(arith.SelectOp(self._emit(first), init, acc))
+        if kind in ("max", "min"):
+            new = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [acc, val], el))
+        elif isinstance(el, IntegerType):
+            new = self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, val))
+        else:
+            new = self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, val))
+        self._store(new, out_idx)
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        self._close({"accumulate": UnitAttr()})
 
 
 class DotEmitter(_OrderedEmitter):
@@ -891,9 +873,8 @@ class ScatterEmitter(_OrderedEmitter):
         u = full(len(ushape))
         ax, r = op.axis.value.data, op.indices.type.get_num_dims()
         val = self.value_at(op.updates, u)
-        i = self.value_at(op.indices, u[ax:ax + r])
-        self.dims.append(self._emit(L.IndexOp(i, shape[ax], ax)))
-        at = (*u[:ax], dim(len(self.dims) - 1), *u[ax + r:])
+        j = self._data_dim(self.value_at(op.indices, u[ax:ax + r]), op.dest, ax)
+        at = (*u[:ax], j, *u[ax + r:])
         attrs = {"accumulate": UnitAttr()}
         if op.mode.data == "add":
             old = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, at)))

@@ -334,10 +334,7 @@ def _merge(run: list[L.KernelOp]) -> None:
     for k in run:
         buffers += [b for b in k.buffers if b not in dead and b not in buffers]
     merged.body.block.add_ops([new_map, L.YieldOp()])
-    body = merged.body.detach_block(0)
-    merged = L.KernelOp(run[0].sym_name.data, buffers, par)
-    merged.body.detach_block(0)
-    merged.body.add_block(body)
+    merged = merged.with_buffers(buffers)
     merged.attributes["merged"] = ArrayAttr([StringAttr(k.sym_name.data) for k in run])
     for a in ("accumulate", "scatter_add"):  # (only the last may have them)
         if a in run[-1].attributes:
@@ -425,10 +422,7 @@ def merge_rows(f: func.FuncOp) -> None:
             names += (k.attributes["merged"].data if "merged" in k.attributes
                       else [StringAttr(k.sym_name.data)])
         block.add_op(L.YieldOp())
-        body = merged.body.detach_block(0)
-        merged = L.KernelOp(run[0].sym_name.data, buffers, A.ints(run[0].parallel))
-        merged.body.detach_block(0)
-        merged.body.add_block(body)
+        merged = merged.with_buffers(buffers)
         merged.attributes["merged"] = ArrayAttr(names)
         Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
         for k in run:

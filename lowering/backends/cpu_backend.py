@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
 from dialects import kernel as K
@@ -311,16 +312,17 @@ def merged_report(report, kernel_module: ModuleOp):
     from passes.lower_to_loop import LoweringReport
 
     groups: dict[str, list[str]] = {}
-    once: list[bool] = []  # per constant extern, in order: made once (`hoist_constants`)?
+    constants: list[SSAValue] = []  # what each constant extern makes, in order
+    returned: set = set()
     for op in kernel_module.walk():
         if isinstance(op, K.KernelOp) and "merged" in op.attributes:
             names = [a.data for a in op.attributes["merged"]]  # type: ignore[attr-defined]
             groups[names[0]] = names
         if isinstance(op, func.ReturnOp):
-            returned = set(op.arguments)
+            returned.update(op.arguments)
         if isinstance(op, L.ExternOp) and op.fn.data == "numpy:array.constant":
-            once.append(op)
-    once = [op.buffers[-1] not in returned for op in once]
+            constants.append(op.buffers[-1])
+    once = [c not in returned for c in constants]  # made once (`hoist_constants`)?
     if once:
         entries, n = [], 0
         for name, ops in report.kernels:

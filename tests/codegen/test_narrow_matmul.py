@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import lowering
 from lowering.testing import TOLERANCES, assert_matches_numpy, examples
 from passes.lower_to_loop import NARROW_MIN_K, NARROW_N
-from tests.codegen.test_short_matmul import _layout
+from tests.codegen.test_short_matmul import _layout, check_within_dot_bound, exact_operands
 
 LAYOUTS = ["C", "F", "T", "strided"]
 
@@ -52,12 +52,7 @@ def _generated(fn, *args) -> bool:
 def test_narrow_matmuls_match_numpy_exactly_on_exact_sums(case):
     dt, m, k, n, la, lb, consumer, specials, seed = case
     rng = np.random.default_rng(seed)
-    a = rng.integers(-8, 9, (m, k)).astype(dt)
-    b = rng.integers(-8, 9, (k, n)).astype(dt)
-    if specials and a.size:  # NaN and infinities reach whole rows / columns of the result
-        a.flat[rng.integers(0, a.size)] = np.nan
-        b.flat[rng.integers(0, b.size)] = np.inf
-        b.flat[rng.integers(0, b.size)] = -np.inf
+    a, b = exact_operands(rng, dt, m, k, n, specials)
     c = rng.integers(-2, 3, (1, NARROW_N)).astype(dt)
     fn = CONSUMERS[consumer]
     args = (_layout(a, la), _layout(b, lb), c)
@@ -69,14 +64,7 @@ def test_narrow_matmuls_match_numpy_exactly_on_exact_sums(case):
 @given(cases())
 def test_narrow_matmuls_are_within_the_dot_product_bound(case):
     dt, m, k, n, la, lb, _, _, seed = case
-    rng = np.random.default_rng(seed)
-    a = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-3, 4, (m, k))).astype(dt)
-    b = (rng.standard_normal((k, n)) * 10.0 ** rng.integers(-3, 4, (k, n))).astype(dt)
-    got = lowering.compile(lambda a, b: a @ b, backend="cpu")(_layout(a, la), _layout(b, lb))
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    bound = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-    assert got.dtype == dt and got.shape == (m, n) and got.flags.c_contiguous
-    assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound)
+    check_within_dot_bound(dt, m, k, n, la, lb, seed)
 
 
 def test_the_mlp_forward_product_joins_the_hidden_layer_kernel():

@@ -55,17 +55,37 @@ CONSUMERS = {
 }
 
 
+def exact_operands(rng, dt, m: int, k: int, n: int, specials: bool):
+    """Integer-valued a (m, k) and b (k, n), so that every order of a dot
+    product's sum is exact; with `specials`, a NaN in a and ±Inf in b."""
+    a = rng.integers(-8, 9, (m, k)).astype(dt)
+    b = rng.integers(-8, 9, (k, n)).astype(dt)
+    if specials and a.size:  # NaN and infinities reach whole rows / columns of the result
+        a.flat[rng.integers(0, a.size)] = np.nan
+        b.flat[rng.integers(0, b.size)] = np.inf
+        b.flat[rng.integers(0, b.size)] = -np.inf
+    return a, b
+
+
+def check_within_dot_bound(dt, m: int, k: int, n: int, la: str, lb: str, seed: int) -> None:
+    """`a @ b` compiled, on arbitrary floats in the given layouts: each element
+    within the reduction tolerance of the standard bound |A| @ |B|."""
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-3, 4, (m, k))).astype(dt)
+    b = (rng.standard_normal((k, n)) * 10.0 ** rng.integers(-3, 4, (k, n))).astype(dt)
+    got = lowering.compile(lambda a, b: a @ b, backend="cpu")(_layout(a, la), _layout(b, lb))
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    bound = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert got.dtype == dt and got.shape == (m, n) and got.flags.c_contiguous
+    assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound)
+
+
 @examples(1.0)
 @given(cases())
 def test_short_matmuls_match_numpy_exactly_on_exact_sums(case):
     dt, m, k, n, la, lb, consumer, specials, seed = case
     rng = np.random.default_rng(seed)
-    a = rng.integers(-8, 9, (m, k)).astype(dt)
-    b = rng.integers(-8, 9, (k, n)).astype(dt)
-    if specials:  # NaN and infinities reach whole rows / columns of the result
-        a.flat[rng.integers(0, a.size)] = np.nan
-        b.flat[rng.integers(0, b.size)] = np.inf
-        b.flat[rng.integers(0, b.size)] = -np.inf
+    a, b = exact_operands(rng, dt, m, k, n, specials)
     h = rng.integers(-2, 3, (m, n)).astype(dt)
     fn = CONSUMERS[consumer]
     assert_matches_numpy(fn, _layout(a, la), _layout(b, lb), h, rtol=0.0, calls=2,
@@ -76,14 +96,7 @@ def test_short_matmuls_match_numpy_exactly_on_exact_sums(case):
 @given(cases())
 def test_short_matmuls_are_within_the_dot_product_bound(case):
     dt, m, k, n, la, lb, _, _, seed = case
-    rng = np.random.default_rng(seed)
-    a = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-3, 4, (m, k))).astype(dt)
-    b = (rng.standard_normal((k, n)) * 10.0 ** rng.integers(-3, 4, (k, n))).astype(dt)
-    got = lowering.compile(lambda a, b: a @ b, backend="cpu")(_layout(a, la), _layout(b, lb))
-    want = a.astype(np.float64) @ b.astype(np.float64)
-    bound = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-    assert got.dtype == dt and got.shape == (m, n) and got.flags.c_contiguous
-    assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound)
+    check_within_dot_bound(dt, m, k, n, la, lb, seed)
 
 
 def test_the_mlp_backward_product_is_fused_with_the_relu_mask():
