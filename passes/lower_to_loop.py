@@ -776,10 +776,8 @@ class ColumnEmitter(_OrderedEmitter):
         acc = self._emit(arith.SelectOp(self._emit(first), init, acc))
         if kind in ("max", "min"):
             new = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [acc, val], el))
-        elif isinstance(el, IntegerType):
-            new = self._emit((arith.AddiOp if kind == "sum" else arith.MuliOp)(acc, val))
         else:
-            new = self._emit((arith.AddfOp if kind == "sum" else arith.MulfOp)(acc, val))
+            new = self._combine(kind, acc, val)
         self._store(new, out_idx)
         d = describe(op)
         if d not in self.fused:

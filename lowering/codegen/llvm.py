@@ -1054,6 +1054,8 @@ def identity(kind: str, t):
 def combine(cg: KernelCodegen, kind: str, t, a, x):
     b = cg.b
     f = is_float(t)
+    if llvm_type(t) == I1:  # bools add as `or`, multiply as `and` (numpy's bool loops)
+        kind = {"sum": "any", "prod": "all"}.get(kind, kind)
     if kind == "sum":
         return b.fadd(a, x, flags=FM) if f else b.add(a, x)
     if kind == "prod":

@@ -19,7 +19,6 @@ from lowering.testing import assert_matches_numpy, edge_values, examples
 from passes.lower_to_loop import COLUMN_REDUCTION_BYTES
 
 
-
 def kernel_text(fn, spec: str) -> str:
     """`python -m lowering.dump --stage kernel` of fn on inputs of `spec`."""
     import io
@@ -154,3 +153,17 @@ def test_a_column_sum_of_a_kept_value_joins_its_producer_when_small():
         kernel = kernel_text(grad_and_bias, f"f32[{rows},1024] f32[{rows},1024]")
         assert ("merged" in kernel) == (launches == 1)
         assert_matches_numpy(grad_and_bias, g, h, rtol=0.0, compiled=cf)
+
+
+def test_bool_sums_and_products_in_bool_are_or_and_and():
+    """`np.sum(b, axis, dtype=bool)` is numpy's bool add (or), `prod` its
+    multiply (and) — not i1 wrap-around (xor): a column with two Trues sums
+    to True. Both the column kernel (big inputs) and a strided row reduction."""
+    for rows in (300, 1100):  # under and over COLUMN_REDUCTION_BYTES
+        x = np.zeros((rows, 64), bool)
+        x[::7, ::3] = True
+        x[:, 5] = True
+        x[3, 6] = True
+        for f in (lambda x: np.sum(x, axis=0, dtype=bool), lambda x: np.prod(x, axis=0, dtype=bool),
+                  lambda x: np.sum(x, axis=1, dtype=bool), lambda x: np.prod(x, axis=1, dtype=bool)):
+            assert_matches_numpy(f, x, rtol=0.0)
