@@ -20,7 +20,7 @@ from pathlib import Path
 
 from . import env
 
-ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8")
+ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8", "R1", "R2", "R3")
 ALL_PEERS = ("lowering", "numpy", "numexpr", "numba", "jax", "torch")
 COMPILE_LATENCY_WORKLOADS = ("W1", "W5")
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -31,7 +31,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument(
         "--only",
         default=",".join(ALL_WORKLOADS),
-        help="workloads, comma-separated (default: all): W1,W2,...",
+        help="workloads, comma-separated (default: all): W1,...,W8,R1,R2,R3",
     )
     ap.add_argument(
         "--peers",
@@ -43,7 +43,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
         "--sizes",
         choices=("full", "small"),
         default="full",
-        help="full: BENCH.md's sizes; small: 512x512 rows, a small MLP, 64K options",
+        help="full: BENCH.md's sizes; small: 512x512 rows, a small MLP, 64K options, "
+        "R2 on 64K elements, R3 on 256 columns",
     )
     ap.add_argument(
         "--quick",

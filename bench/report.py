@@ -116,6 +116,63 @@ def ratio_table(suite: dict, title: str) -> list[str]:
     return out + [""]
 
 
+def _target_text(e: dict) -> str:
+    t = e.get("target_result")
+    if not t:
+        return "–"
+    goal = f"≤ {fmt(t['factor'], 2)}× {t['peer']}"
+    if t["ratio"] is None:
+        return f"{goal}: no time to compare"
+    return f"{goal}: {fmt(t['ratio'])}× — " + ("met" if t["met"] else "**not met**")
+
+
+def _counters(stats: dict) -> str:
+    """The counters as text; cache hits left out (they grow with the calls)."""
+    parts = []
+    for k, v in stats.items():
+        if k == "cache_hits":
+            continue
+        if isinstance(v, list):
+            v = "; ".join(map(str, v)) or "none"
+        parts.append(f"{k.replace('_', ' ')} {v}")
+    return ", ".join(parts)
+
+
+def real_programs_table(suite: dict, notes: Notes) -> list[str]:
+    """R1–R3: every peer's first call (compile included), the graph breaks
+    of lowering and torch.compile (their counters in the notes), and the
+    workload's target."""
+    rows = {k: e for k, e in suite.items() if e.get("real_program")}
+    if not rows:
+        return []
+    cols = _columns(rows)
+    counted = [c for c in cols if c.startswith("lowering[") or c == "torch"]
+    out = [
+        "### Real programs: first call, ms (compile included); graph breaks; target",
+        "",
+        "| workload | " + " | ".join(cols) + " | graph breaks | target (lowering reference) |",
+        "|---|" + "---|" * (len(cols) + 2),
+    ]
+    for key, e in rows.items():
+        cells = []
+        for c in cols:
+            r = e["results"].get(c, {})
+            cells.append(fmt(r["first_call_ms"]) if "first_call_ms" in r else "–")
+        breaks = []
+        for c in counted:
+            st = e["results"].get(c, {}).get("stats")
+            if not st or "graph_breaks" not in st:
+                continue
+            ref = notes.ref(f"{c} counters after the timed calls: {_counters(st)}", key)
+            breaks.append(f"{c} {st['graph_breaks']}{ref}")
+        out.append(
+            f"| {key} {e['name']} | "
+            + " | ".join(cells)
+            + f" | {', '.join(breaks) or '–'} | {_target_text(e)} |"
+        )
+    return out + [""]
+
+
 def roofline_table(suite: dict, bandwidth: float) -> list[str]:
     rows = {k: e for k, e in suite.items() if e["memory_bound"]}
     if not rows:
@@ -194,6 +251,11 @@ def markdown(res: dict) -> str:
         for n, p in res["peers"].items()
         if p["available"] and "info" in p and not n.startswith("lowering[")
     )
+    # the per-call workloads (W6, R1), named where their unit is explained
+    per_call = ", ".join(k for k, e in res["workloads"].items() if e["unit"] == "us")
+    calls = res["settings"]["dispatch_calls"]
+    title = "Median time, ms" + (f" ({per_call}: µs per call)" if per_call else "")
+    sampling = f" ({per_call}: {calls} calls per sample)" if per_call else ""
     lines = [
         f"# CPU benchmark — {env['host']}",
         "",
@@ -218,15 +280,16 @@ def markdown(res: dict) -> str:
         + (" — **the machine was not quiet: timings are noisy**" if _busy(env) else ""),
         (
             f"- Sizes: {res['settings']['size']}; median of {res['settings']['repeats']} calls after "
-            f"{1 + res['settings']['warmup']} warm-up calls (W6: {res['settings']['dispatch_calls']} "
-            "calls per sample); check: rtol 1e-4, atol 1e-6·max|ref| vs float64 numpy"
+            f"{1 + res['settings']['warmup']} warm-up calls{sampling}; "
+            "check: rtol 1e-4, atol 1e-6·max|ref| vs float64 numpy"
         ),
         "",
     ]
-    lines += times_table(res["workloads"], notes, "Median time, ms (W6: µs per call)")
+    lines += times_table(res["workloads"], notes, title)
     lines += ratio_table(
         res["workloads"], "Ratio peer time / lowering time (> 1: lowering is faster)"
     )
+    lines += real_programs_table(res["workloads"], notes)
     lines += roofline_table(res["workloads"], bw["roofline_gbs"])
     if res.get("alloc_reuse"):
         ar = res["alloc_reuse"]

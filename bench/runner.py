@@ -20,7 +20,7 @@ class Settings:
     size: str = "full"  # "full" (BENCH.md's sizes) or "small"
     repeats: int = 10  # timed samples per peer and workload (median reported)
     warmup: int = 2  # calls after the first, untimed
-    dispatch_calls: int = 2000  # calls per sample for per-call workloads (W6)
+    dispatch_calls: int = 2000  # calls per sample for per-call workloads (W6, R1)
 
     @classmethod
     def quick(cls, size: str) -> Settings:
@@ -71,7 +71,8 @@ def run_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple, s
         verdict = check(p.to_numpy(out), refs, expected)
         del out
     except Exception as e:  # noqa: BLE001
-        return {"status": "error", "stage": "first call", "error": error_text(e)}
+        return {"status": "error", "stage": "first call", "error": error_text(e), **_stats(p, run)}
+    first_stats = _stats(p, run)
     try:
         timing = measure(
             run, repeats=s.repeats, warmup=s.warmup, inner=s.dispatch_calls if w.per_call else 1
@@ -83,13 +84,27 @@ def run_one(p: Peer, w: Workload, inputs: tuple, refs: tuple, expected: tuple, s
             "error": error_text(e),
             "check": verdict,
             "first_call_ms": first_ms,
+            **_stats(p, run),
         }
-    return {
+    out = {
         "status": "ok" if verdict["ok"] else "check_failed",
         "check": verdict,
         "first_call_ms": first_ms,
         **timing,
+        **_stats(p, run),
     }
+    if first_stats:
+        out["stats_first_call"] = first_stats["stats"]
+    return out
+
+
+def _stats(p: Peer, run) -> dict:
+    """{"stats": the peer's counters} (lowering's fn.stats), or {} when it has none."""
+    try:
+        st = p.stats(run)
+    except Exception as e:  # noqa: BLE001 - counters are best effort
+        st = {"error": error_text(e)}
+    return {"stats": st} if st is not None else {}
 
 
 def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) -> dict:
@@ -107,6 +122,9 @@ def run_suite(keys: list[str], peers: list[Peer], peer_info: dict, s: Settings) 
             "inputs": [f"{a.dtype}{list(a.shape)}" for a in inputs],
             "outputs": [f"{o.dtype}{list(o.shape)}" for o in expected],
             "bytes": traffic_bytes(inputs, expected),
+            "per_call": w.per_call,
+            "real_program": w.real_program,
+            "target": list(w.target) if w.target else None,
             "results": {},
         }
         for p in peers:
@@ -127,6 +145,8 @@ def describe(r: dict, w: Workload) -> str:
         extra = (
             "" if r["status"] == "ok" else "  CHECK FAILED: " + "; ".join(r["check"]["problems"])
         )
+        breaks = (r.get("stats") or {}).get("graph_breaks")
+        extra += f"  graph breaks {breaks}" if breaks is not None else ""
         return f"{t:10.3f} {w.unit}  (first call {r['first_call_ms']:.0f} ms){extra}"
     return f"{r['status']}: {r.get('error') or r.get('reason')}"[:300]
 
@@ -166,6 +186,19 @@ def derive(suite: dict, bandwidth_gbs: float, ref_suite: dict | None = None) -> 
             if r["status"] == "ok" and not n.startswith("lowering[")
         }
         e["best_peer"] = min(peers_ok, key=peers_ok.get) if peers_ok else None
+        if e.get("target"):
+            e["target_result"] = target_result(e["target"], base, res)
+
+
+def target_result(target: list, lowering_ms: float | None, res: dict) -> dict:
+    """A workload's goal `lowering ≤ factor × peer`: the ratio lowering /
+    peer (against the lowering reference) and whether it is met."""
+    peer, factor = target
+    other = res.get(peer, {})
+    if lowering_ms is None or "median_ms" not in other:
+        return {"peer": peer, "factor": factor, "ratio": None, "met": None}
+    ratio = lowering_ms / other["median_ms"]
+    return {"peer": peer, "factor": factor, "ratio": ratio, "met": ratio <= factor}
 
 
 def settings_dict(s: Settings) -> dict:

@@ -1,5 +1,7 @@
-"""The CPU workloads of shared/BENCH.md, each written once as a plain numpy
-function, with input builders from a fixed seed.
+"""The CPU workloads of shared/BENCH.md (W1–W8) and the real programs R1–R3
+(Python control flow around array code: a data-dependent branch, a row
+loop), each written once as a plain numpy function, with input builders
+from a fixed seed.
 
 These functions are what every numpy-consuming peer runs (numpy eager,
 lowering, torch.compile's numpy tracing) and, on float64 copies of the same
@@ -140,6 +142,28 @@ def black_scholes(S, K, T):
     return call, put
 
 
+# ---- R1–R3: real programs: Python control flow around array code -------------
+ROW_FILL_ROWS = 200  # R3's loop trip count (and the output's rows)
+
+
+def branch(x):
+    """R1/R2 one data-dependent Python branch: which return runs depends on
+    the values of x (R1's inputs take the tanh side, R2's the `y * 3` side)."""
+    y = x * 2 + 1
+    if y.sum() > 0:
+        return np.tanh(y) - 1
+    return y * 3
+
+
+def row_fill(x, w):
+    """R3 a Python loop of 200 iterations filling the rows of a preallocated
+    output, one row per iteration."""
+    out = np.zeros((ROW_FILL_ROWS, x.shape[1]), dtype=x.dtype)
+    for i in range(ROW_FILL_ROWS):
+        out[i] = np.tanh(x[i] * w) + i
+    return out
+
+
 # ---- inputs ------------------------------------------------------------------
 def _rows_inputs(rows: int, cols: int, params: str):
     """x[rows, cols] ~ N(0,1), then per `params` letter: w = 1 + 0.1·N(0,1),
@@ -171,6 +195,14 @@ def _bs_inputs(n: int):
     return S, K, T
 
 
+def _branch_inputs(n: int, shift: float) -> tuple:
+    """x = N(0,1) + shift, float32: y = 2x + 1 sums to about n·(1 + 2·shift),
+    far from 0 for the shifts used (the branch is the same in float32 and in
+    the float64 reference)."""
+    rng = np.random.default_rng(SEED)
+    return ((rng.standard_normal(n, dtype=np.float32) + np.float32(shift)),)
+
+
 @dataclass(frozen=True)
 class Workload:
     key: str  # "W1"
@@ -180,6 +212,9 @@ class Workload:
     unit: str = "ms"  # how the table shows its time
     memory_bound: bool = True  # whether % of copy roofline means anything
     per_call: bool = False  # dispatch: time many calls, report per call
+    # a goal for lowering's time, as (peer, factor): lowering ≤ factor × peer
+    target: tuple[str, float] | None = None
+    real_program: bool = False  # R1–R3: first calls and lowering's stats reported
 
     def inputs(self, size: str) -> tuple:
         return self.build[size]()
@@ -187,6 +222,8 @@ class Workload:
 
 N, N_SMALL = 4096, 512  # W1-W4 rows and columns
 BS_N, BS_N_SMALL = 4 * 1024 * 1024, 64 * 1024  # W7 options
+BRANCH_N, BRANCH_N_SMALL = 1024 * 1024, 64 * 1024  # R2 elements
+ROW_FILL_COLS, ROW_FILL_COLS_SMALL = 1024, 256  # R3 columns
 
 
 def _rows(params: str) -> dict[str, Callable[[], tuple]]:
@@ -242,12 +279,47 @@ WORKLOADS: dict[str, Workload] = {
             black_scholes,
             {"full": lambda: _bs_inputs(BS_N), "small": lambda: _bs_inputs(BS_N_SMALL)},
         ),
+        # R1 takes the tanh branch (shift +0.5: y sums to +29.6), R2 the
+        # `y * 3` branch (shift -1: -1.05e6, small -6.6e4): both sides are measured
+        Workload(
+            "R1",
+            "branch [16]",
+            branch,
+            {"full": lambda: _branch_inputs(16, 0.5), "small": lambda: _branch_inputs(16, 0.5)},
+            unit="us",
+            memory_bound=False,
+            per_call=True,
+            target=("numpy", 10.0),
+            real_program=True,
+        ),
+        Workload(
+            "R2",
+            "branch [1M]",
+            branch,
+            {
+                "full": lambda: _branch_inputs(BRANCH_N, -1.0),
+                "small": lambda: _branch_inputs(BRANCH_N_SMALL, -1.0),
+            },
+            target=("numpy", 1.0),
+            real_program=True,
+        ),
+        Workload(
+            "R3",
+            "row fill [200]",
+            row_fill,
+            {
+                "full": lambda: _rows_inputs(ROW_FILL_ROWS, ROW_FILL_COLS, "w"),
+                "small": lambda: _rows_inputs(ROW_FILL_ROWS, ROW_FILL_COLS_SMALL, "w"),
+            },
+            memory_bound=False,
+            real_program=True,
+        ),
     ]
 }
 
 
 def as_tuple(out) -> tuple:
-    """A workload's result as a tuple of arrays (W5 and W7 return several)."""
+    """A workload's result as a tuple of arrays (W5, W7 and W8 return several)."""
     return tuple(out) if isinstance(out, (tuple, list)) else (out,)
 
 

@@ -43,6 +43,11 @@ class Peer:
         format; raises NotExpressible when the peer has no version of it."""
         raise NotImplementedError
 
+    def stats(self, run: Callable[[], Any]) -> dict[str, Any] | None:
+        """The peer's own counters for a callable from `prepare` (lowering's
+        `fn.stats`: compiles, graph breaks, ...), or None."""
+        return None
+
     def to_numpy(self, out: Any) -> tuple[np.ndarray, ...]:
         """The callable's result as numpy arrays, for the check."""
         return tuple(np.asarray(o) for o in as_tuple(out))

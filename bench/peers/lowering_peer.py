@@ -1,7 +1,8 @@
 """lowering, one peer per backend. A backend is detected by trying it on
 each workload: `lowering.compile(fn, backend=...)` and a first call. A
 backend that fails records the error string for that workload instead of
-stopping the run."""
+stopping the run. The compiled function's `stats` (compiles, cache hits,
+recompiles, graph breaks, eager fallbacks) go into the JSON per workload."""
 
 from __future__ import annotations
 
@@ -45,9 +46,19 @@ class LoweringPeer(Peer):
                 value, grads = vg(*inputs)
                 return (value, *grads)
 
+            step.compiled = vg
             return step
         fn = lowering.compile(w.fn, backend=self.backend)
-        return lambda: fn(*inputs)
+
+        def run():
+            return fn(*inputs)
+
+        run.compiled = fn
+        return run
+
+    def stats(self, run):
+        counters = getattr(getattr(run, "compiled", None), "stats", None)
+        return dict(counters) if counters is not None else None
 
 
 def _listed_backends() -> tuple[str, ...]:

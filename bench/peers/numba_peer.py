@@ -1,5 +1,6 @@
 """numba: `@njit(parallel=True, fastmath=True)` with a prange loop written
-for each workload (W5's matmuls go through numba's BLAS binding, np.dot).
+for each workload (W5's matmuls go through numba's BLAS binding, np.dot;
+R1/R2's branch is an `if` on a prange sum, R3's row loop the prange loop).
 
 Constants are float32 globals (numba freezes globals at compile time, with
 their type), and accumulators float32, so every kernel computes in float32
@@ -15,11 +16,14 @@ from .base import NotExpressible, Peer
 
 f32 = np.float32
 LN_EPS, RMS_EPS = f32(W.LN_EPS), f32(W.RMS_EPS)
-HALF, ONE, TWO, ZERO = f32(0.5), f32(1.0), f32(2.0), f32(0.0)
+HALF, ONE, TWO, THREE, ZERO = f32(0.5), f32(1.0), f32(2.0), f32(3.0), f32(0.0)
 GELU_A, GELU_C = f32(0.044715), f32(W.SQRT_2_OVER_PI)
 CND_P, RSQRT2PI = f32(0.2316419), f32(W.RSQRT2PI)
 A1, A2, A3, A4, A5 = (f32(a) for a in (W.CND_A1, W.CND_A2, W.CND_A3, W.CND_A4, W.CND_A5))
 BS_R, BS_V, BS_MU = f32(W.BS_R), f32(W.BS_V), f32(W.BS_R + 0.5 * W.BS_V * W.BS_V)
+ROW_FILL_ROWS = W.ROW_FILL_ROWS
+
+NOT_EXPRESSIBLE = {"W8": "numba has no automatic differentiation"}
 
 _KERNELS: dict | None = None
 
@@ -169,6 +173,36 @@ def _kernels() -> dict:
             put[i] = k_exp * (ONE - c2) - S[i] * (ONE - c1)
         return call, put
 
+    @jit
+    def branch(x):
+        # R1/R2: y and its sum in one pass (a prange reduction), then the
+        # branch in Python-level numba code, one more pass for either side
+        n = x.size
+        y = np.empty_like(x)
+        s = ZERO
+        for i in prange(n):
+            v = x[i] * TWO + ONE
+            y[i] = v
+            s += v
+        if s > ZERO:
+            for i in prange(n):
+                y[i] = np.tanh(y[i]) - ONE
+        else:
+            for i in prange(n):
+                y[i] = y[i] * THREE
+        return y
+
+    @jit
+    def row_fill(x, w):
+        # R3: the row loop as the prange loop
+        d = x.shape[1]
+        out = np.zeros((ROW_FILL_ROWS, d), dtype=x.dtype)
+        for i in prange(ROW_FILL_ROWS):
+            fi = f32(i)
+            for j in range(d):
+                out[i, j] = np.tanh(x[i, j] * w[j]) + fi
+        return out
+
     _KERNELS = {
         "W1": layernorm,
         "W2": softmax,
@@ -177,6 +211,9 @@ def _kernels() -> dict:
         "W5": mlp_step,
         "W6": axpb,
         "W7": black_scholes,
+        "R1": branch,
+        "R2": branch,
+        "R3": row_fill,
     }
     return _KERNELS
 
@@ -198,7 +235,7 @@ class NumbaPeer(Peer):
 
     def prepare(self, w, inputs):
         if w.key not in _kernels():
-            raise NotExpressible("numba has no automatic differentiation")
+            raise NotExpressible(NOT_EXPRESSIBLE.get(w.key, f"no numba version of {w.key}"))
         kernel = _kernels()[w.key]
         return lambda: kernel(*inputs)
 

@@ -5,7 +5,8 @@ numexpr evaluates every elementwise part, and the fused reductions
 numpy, since numexpr's own reductions are single-threaded and 3-12x slower
 there (measured on 4096²). Float constants are passed as float32 variables:
 a float literal in a numexpr string is a double and would turn the whole
-expression into float64. W5 (matmuls, fancy indexing) is not expressible."""
+expression into float64. W5 and W8 (matmuls, fancy indexing, autodiff) and
+R1–R3 (Python control flow) are not expressible: see NOT_EXPRESSIBLE."""
 
 from __future__ import annotations
 
@@ -43,6 +44,25 @@ def _cnd(d: str) -> str:
 
 
 CND_D1, CND_D2 = _cnd("d1"), _cnd("d2")
+
+# why a workload has no numexpr version: an expression has no matmul, no
+# fancy indexing, no derivatives, and no control flow (no `if`, no loop, no
+# indexed store), so R1–R3 would be Python around several evaluate calls
+_CONTROL_FLOW = (
+    "numexpr evaluates one expression with no control flow: the data-dependent "
+    "`if y.sum() > 0` needs Python between evaluate calls (a reduction can only be "
+    "an expression's last operation), or a where() that computes both sides"
+)
+NOT_EXPRESSIBLE = {
+    "W5": "numexpr has no matmul and no fancy-index gather/scatter",
+    "W8": "numexpr has no matmul, no fancy-index gather and no automatic differentiation",
+    "R1": _CONTROL_FLOW,
+    "R2": _CONTROL_FLOW,
+    "R3": (
+        "numexpr has no loops and no indexed stores: the 200-iteration row loop would be "
+        "Python around 200 evaluate calls (or rewritten as one broadcast expression)"
+    ),
+}
 
 
 class NumexprPeer(Peer):
@@ -109,5 +129,5 @@ class NumexprPeer(Peer):
             "W7": black_scholes,
         }.get(w.key)
         if impl is None:
-            raise NotExpressible("numexpr has no matmul, fancy-index gather/scatter or autodiff")
+            raise NotExpressible(NOT_EXPRESSIBLE.get(w.key, f"no numexpr version of {w.key}"))
         return lambda: impl(*inputs)
