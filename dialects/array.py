@@ -6,9 +6,10 @@ upstream lacks or defines differently: explicit broadcasting and casting (numpy'
 `astype`), comparisons and selects producing/consuming `tensor<...xi1>` (upstream
 `arith.cmpf`/`arith.select` are scalar-only in xDSL), the structural operations
 (reshape, transpose, slices, pads, concatenation, gathers, scatters), reductions,
-scans, batched matmul, iotas, constants, and `array.ufunc`, which stands for a numpy
+scans, batched matmul, iotas, constants, `array.ufunc`, which stands for a numpy
 ufunc with numpy's exact semantics when no upstream operation has them (e.g.
-`floor_divide` of integers by zero, `hypot`, `logaddexp`).
+`floor_divide` of integers by zero, `hypot`, `logaddexp`), and `array.routine`, a
+numpy routine (sort, LAPACK, FFT) whose result shapes follow from its operands'.
 
 Types are the builtin `tensor<...>` with static or dynamic (`?`) dims. Element types:
 f16/bf16/f32/f64, signless integers i8..i64 (numpy's signed integers), `ui*` for
@@ -25,11 +26,15 @@ from xdsl.dialects.builtin import (
     ArrayAttr,
     BoolAttr,
     DenseArrayBase,
+    DictionaryAttr,
+    FloatAttr,
     IntegerAttr,
     IntegerType,
+    NoneType,
     StringAttr,
     TensorType,
     UnitAttr,
+    f64,
     i1,
     i64,
 )
@@ -45,6 +50,7 @@ from xdsl.irdl import (
     result_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
@@ -671,6 +677,104 @@ class UfuncOp(_ArrayOp):
             _check_shape(self, tensor_of(v).get_shape(), dst)
 
 
+# numpy routines `array.routine` may name: their results' shapes follow from the
+# operands' shapes and the static keyword arguments
+ROUTINES = frozenset("""
+np.sort np.argsort np.partition np.argpartition np.searchsorted
+np.linalg.norm np.linalg.solve np.linalg.inv np.linalg.det np.linalg.slogdet
+np.linalg.cholesky np.linalg.qr np.linalg.svd np.linalg.eigh np.linalg.eigvalsh
+np.linalg.lstsq np.linalg.pinv np.linalg.matrix_rank
+np.fft.irfft np.fft.irfft2 np.fft.irfftn np.fft.hfft
+""".split())
+
+
+def _config_value_ok(a: Attribute) -> bool:
+    if isinstance(a, ArrayAttr):
+        return all(_config_value_ok(x) for x in a.data)
+    return isinstance(a, (IntegerAttr, FloatAttr, StringAttr, NoneType))
+
+
+def config_attr(value: object) -> Attribute:
+    """A static keyword argument (None, bool, int, float, str, tuples of those)
+    as the attribute `array.routine`'s config holds."""
+    if value is None:
+        return NoneType()
+    if isinstance(value, bool):
+        return BoolAttr.from_bool(value)
+    if isinstance(value, int):
+        return IntegerAttr(value, i64)
+    if isinstance(value, float):
+        return FloatAttr(value, f64)
+    if isinstance(value, str):
+        return StringAttr(value)
+    if isinstance(value, (tuple, list)):
+        return ArrayAttr([config_attr(v) for v in value])
+    raise TypeError(f"a static argument must be None, a bool, int, float, str or a tuple of "
+                    f"those, got {type(value).__name__}")
+
+
+def config_value(a: Attribute) -> object:
+    """The inverse of `config_attr` (arrays become tuples)."""
+    if isinstance(a, NoneType):
+        return None
+    if isinstance(a, IntegerAttr):
+        t = a.type
+        v = a.value.data
+        return bool(v) if isinstance(t, IntegerType) and t.width.data == 1 else int(v)
+    if isinstance(a, FloatAttr):
+        return float(a.value.data)
+    if isinstance(a, StringAttr):
+        return a.data
+    if isinstance(a, ArrayAttr):
+        return tuple(config_value(x) for x in a.data)
+    raise VerifyException(f"unexpected config attribute {a}")
+
+
+@irdl_op_definition
+class RoutineOp(_ArrayOp):
+    """A numpy routine run as numpy runs it (on CPU the very numpy/LAPACK
+    call): `fn` is its numpy name (`np.linalg.svd`), `config` its static
+    keyword arguments (ints, floats, strings, bools, none, arrays of those),
+    the operands its array arguments in order. Results are the routine's
+    results in numpy's order (a namedtuple's fields: `SVDResult` is U, S, Vh),
+    each already in numpy's result dtype and shape."""
+
+    name = "array.routine"
+    fn = prop_def(StringAttr)
+    config = prop_def(DictionaryAttr)
+    inputs = var_operand_def(AnyTensor)
+    outputs = var_result_def(AnyTensor)
+    assembly_format = (
+        "$fn `(` $inputs `)` `config` $config attr-dict `:` functional-type($inputs, $outputs)"
+    )
+
+    def __init__(self, fn: str, inputs: Sequence[SSAValue], config: dict[str, object],
+                 types: Sequence[TensorType]):
+        attrs = {k: v if isinstance(v, Attribute) else config_attr(v) for k, v in config.items()}
+        super().__init__(
+            operands=[list(inputs)],
+            properties={"fn": StringAttr(fn), "config": DictionaryAttr(attrs)},
+            result_types=[list(types)],
+        )
+
+    def kwargs(self) -> dict[str, object]:
+        """The static keyword arguments, as Python values."""
+        return {k: config_value(v) for k, v in self.config.data.items()}
+
+    def verify_(self) -> None:
+        if self.fn.data not in ROUTINES:
+            raise VerifyException(f"array.routine: unknown routine {self.fn.data!r}")
+        if not self.inputs or not self.outputs:
+            raise VerifyException(f"array.routine {self.fn.data}: needs operands and results")
+        for k, a in self.config.data.items():
+            if not _config_value_ok(a):
+                raise VerifyException(
+                    f"array.routine {self.fn.data}: config {k} = {a} is not an int, float, "
+                    "string, bool, none or an array of those")
+        for v in (*self.inputs, *self.outputs):
+            tensor_of(v)
+
+
 ARRAY_OPS = [
     ConstantOp,
     BroadcastOp,
@@ -691,6 +795,7 @@ ARRAY_OPS = [
     SelectOp,
     CompareOp,
     UfuncOp,
+    RoutineOp,
 ]
 
 Array = Dialect("array", ARRAY_OPS, [])

@@ -4,8 +4,11 @@ limit the function runs eagerly with one warning."""
 
 from __future__ import annotations
 
+import builtins
 import functools
 import inspect
+import os
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,26 +16,58 @@ from typing import Any
 
 import numpy as np
 
+from runtime.errors import FloatingPointFlags
 from runtime.guards import Check, GuardSet, layout_class, layout_of
 
 from . import pytree
 from .capture.conversions import constructors_capture
-from .capture.sources import GlobalSource, discover
+from .capture.dtypes import supported
+from .capture.random import TracedGenerator, random_capture
+from .capture import sources as state_mod
 from .capture.tracer import (
     BreakInfo,
+    Draw,
     GraphBreakError,
     Trace,
     Tracer,
     Unsupported,
     apply_plan,
     fresh_results,
+    remap_sources,
+    trace_sources,
 )
 from .capture.traced import TracedArray
 from .config import config, logger
 from .fastpath import MISS, make_fast_call
 from .pipeline import compile_segment
+from .replay import replayer
 
 MODES = ("default", "reduce-overhead", "max-autotune")
+MAX_VARIANTS = 16  # paths through graph breaks kept per function (then: traced per call)
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_PKG_DIRS = tuple(_PKG + d + os.sep for d in ("lowering", "passes", "dialects", "runtime"))
+
+
+class ProgramError(Exception):
+    """A compiled program raised while it ran (an index out of range, a
+    floating-point flag numpy acts on): the call is run again eagerly."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+class _CompilerFailure(Exception):
+    """An exception from the pipeline (a pass, the emitter, LLVM)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.error = error
+
+
+class CompileError(RuntimeError):
+    """Raised under `fullgraph=True` when the compiler itself fails (a pass,
+    the emitter, LLVM); without it the function runs eagerly with a warning."""
 BACKENDS = ("numpy", "cpu")
 
 
@@ -51,8 +86,39 @@ def _is_traced_leaf(x: Any) -> bool:
 class Entry:
     guards: GuardSet
     trace: Trace
-    run: Callable  # (leaves, sources) -> result
+    run: Callable  # (leaves, gvals, tree) -> result
+    fetch: Callable | None = None  # (leaves, tree) -> the values its guards and inputs read
     program_texts: list[str] = field(default_factory=list)
+
+    def gvals(self, leaves, tree):
+        if self.fetch is None:
+            return []
+        try:
+            return self.fetch(leaves, tree)
+        except Exception:  # a path that no longer exists: this entry does not apply
+            return None
+
+
+@dataclass
+class StatePlan:
+    """What a trace read and wrote outside its array arguments: the paths it
+    reads (evaluated on every call, in guard order), and the writes replayed
+    after the program with its results."""
+
+    paths: list  # Path per gval
+    writes: list  # (kind, gval index of the container, container kind, key, template)
+    n_traced: int  # how many traced values the writes need (results after the user's)
+    failure: BaseException | None = None  # the first call's program raised this
+
+
+def _make_fetch(paths: list):
+    if not paths:
+        return None
+    ns: dict[str, Any] = {}
+    body = ", ".join(p.expr(ns) for p in paths)
+    src = f"def fetch(L, R):\n    return [{body}]\n"
+    exec(builtins.compile(src, "<lowering state>", "exec"), ns)
+    return ns["fetch"]
 
 
 class CompiledFunction:
@@ -74,12 +140,16 @@ class CompiledFunction:
             raise ValueError(f"memory_budget must be a fraction in [0, 1], got {memory_budget!r}")
         self.partition = (partition, None if memory_budget is None else float(memory_budget))
         functools.update_wrapper(self, fn)
+        if not hasattr(self, "__qualname__"):  # partials, callable objects
+            self.__qualname__ = self.__name__ = getattr(type(fn), "__qualname__", "function")
         self.fn, self.mode, self.fullgraph, self.backend = fn, mode, fullgraph, backend
         self.entries: list[Entry] = []
         self.stats = Stats()
         self._warned = False
         self._sig = _signature(fn)
-        self._arrays, self._scalars = discover(fn)
+        self._lock = threading.RLock()  # one compile at a time per function
+        self._failed: str | None = None  # a compiler failure: eager from then on
+        self._variants = 0  # entries made for other paths through graph breaks
         self._segment_cache: dict[str, Callable] = {}
         self.last_trace: Trace | None = None
         self.programs_run: list = []  # programs the last trace ran, in order
@@ -91,16 +161,28 @@ class CompiledFunction:
     # ---- the call path ----------------------------------------------------
     def __call__(self, *args, **kwargs):
         if self._fast is not None and not kwargs:
-            r = self._fast(*args)
+            try:
+                r = self._fast(*args)
+            except Exception as e:  # an error at run time: numpy's own, eagerly
+                return self._rerun(args, kwargs, e)
             if r is not MISS:
                 self.stats["cache_hits"] += 1
                 return r
-        leaves, treedef = pytree.flatten((args, kwargs))
-        gvals = [g.get() for g in self._arrays] + [g.get() for g in self._scalars]
+        tree = (args, kwargs)
+        leaves, treedef = pytree.flatten(tree)
+        variant = False  # an entry's guards held but a graph break went another way
         for entry in self.entries:
-            if entry.guards(treedef, leaves, gvals):
+            gvals = entry.gvals(leaves, tree)
+            if gvals is not None and entry.guards(treedef, leaves, gvals):
+                try:
+                    r = entry.run(leaves, gvals, tree)
+                except Exception as e:
+                    return self._rerun(args, kwargs, e)
+                if r is MISS:
+                    variant = True
+                    continue
                 self.stats["cache_hits"] += 1
-                return entry.run(leaves, gvals)
+                return r
         # (guards accept exact ndarrays only: these leaves never hit an entry)
         for x in leaves:
             if isinstance(x, TracedArray):
@@ -113,42 +195,115 @@ class CompiledFunction:
                                             "subclass", self.__qualname__)
                 self.stats["eager_fallbacks"] += 1
                 return self.fn(*args, **kwargs)
-        if self.entries:
-            reasons = "; ".join(e.guards.why(treedef, leaves, gvals) for e in self.entries)
-            if len(self.entries) > config.recompile_limit:
-                if not self._warned:
-                    self._warned = True
-                    warnings.warn(
-                        f"lowering: {self.__qualname__} hit the recompile limit "
-                        f"({config.recompile_limit}); running eagerly from now on. Last "
-                        f"guard failure: {reasons}", RuntimeWarning, stacklevel=2)
-                self.stats["eager_fallbacks"] += 1
-                return self.fn(*args, **kwargs)
-            logger("recompiles").info("recompiling %s: %s", self.__qualname__, reasons)
-            logger("guards").info("guard failed for %s: %s", self.__qualname__, reasons)
-            self.stats["recompiles"] += 1
-        return self._compile_and_run(args, kwargs, leaves, treedef, gvals)
+        if self._failed is not None:
+            self.stats["eager_fallbacks"] += 1
+            return self.fn(*args, **kwargs)
+        n_seen = len(self.entries)
+        with self._lock:
+            # another thread may have compiled this case while we waited
+            for entry in self.entries[n_seen:]:  # compiled while this thread waited
+                gvals = entry.gvals(leaves, tree)
+                if gvals is not None and entry.guards(treedef, leaves, gvals):
+                    try:
+                        r = entry.run(leaves, gvals, tree)
+                    except Exception as e:
+                        return self._rerun(args, kwargs, e)
+                    if r is MISS:
+                        variant = True
+                        continue
+                    self.stats["cache_hits"] += 1
+                    return r
+            if variant:
+                # the same guards, another path through the graph breaks: one
+                # more entry for it (not a recompile)
+                logger("graph_breaks").info("%s: a graph break gave other values; tracing "
+                                            "that path too", self.__qualname__)
+            elif self.entries:
+                if len(self.entries) - self._variants > config.recompile_limit:
+                    reasons = self._why(self.entries[-1], treedef, leaves, tree)
+                    if not self._warned:
+                        self._warned = True
+                        warnings.warn(
+                            f"lowering: {self.__qualname__} hit the recompile limit "
+                            f"({config.recompile_limit}); running eagerly from now on. Last "
+                            f"guard failure: {reasons}", RuntimeWarning, stacklevel=2)
+                    self.stats["eager_fallbacks"] += 1
+                    return self.fn(*args, **kwargs)
+                logger("recompiles").info("recompiling %s: %s", self.__qualname__,
+                                          self._why(self.entries[-1], treedef, leaves, tree))
+                for i, e in enumerate(self.entries):
+                    logger("guards").info("guard failed for %s (entry %d): %s", self.__qualname__,
+                                          i, self._why(e, treedef, leaves, tree))
+                self.stats["recompiles"] += 1
+            return self._compile_and_run(args, kwargs, leaves, treedef)
 
-    def _compile_and_run(self, args, kwargs, leaves, treedef, gvals):
-        n_arr = len(self._arrays)
-        sources = list(leaves) + gvals[:n_arr]
+    @staticmethod
+    def _why(entry, treedef, leaves, tree) -> str:
+        gvals = entry.gvals(leaves, tree)
+        if gvals is None:
+            return "a value the function reads (an attribute, item or global) is gone"
+        return entry.guards.why(treedef, leaves, gvals)
+
+    def _rerun(self, args, kwargs, error: BaseException):
+        """A compiled call failed at run time (an index out of range, a
+        floating-point flag numpy would act on): nothing reached the caller's
+        arrays or objects yet, so the call runs again eagerly and numpy
+        raises, warns and writes exactly as it would have."""
+        if isinstance(error, ProgramError):
+            error = error.error
+        if _no_eager_form(self.fn):  # grad/vjp of ours: numpy has no eager version
+            if isinstance(error, FloatingPointFlags):
+                # numpy's errstate acted on by hand, then the program again
+                # with the flags ignored
+                kind = getattr(self.fn, "kind", "") or "lowering"
+                _act_on_flags(error.categories, f"{kind} of {self.__qualname__}")
+                with np.errstate(all="ignore"):
+                    return self(*args, **kwargs)
+            raise error
+        logger("graph_breaks").info("eager re-run of %s: %s: %s", self.__qualname__,
+                                    type(error).__name__, error)
+        self.stats["eager_fallbacks"] += 1
+        return self.fn(*args, **kwargs)
+
+    def _compile_and_run(self, args, kwargs, leaves, treedef):
+        tree = (args, kwargs)
+        state = state_mod.walk(self.fn, leaves, tree, _leaf_names(self._sig, treedef))
+        if state.truncated:
+            logger("guards").info("%s: the Python state reachable from the function is "
+                                  "larger than the walk's bounds; values beyond them are "
+                                  "read once, as constants", self.__qualname__)
+        gvals = [s.value for s in state.slots]
+        sources = list(leaves) + gvals
         try:
-            results, trace = self._trace(args, kwargs, leaves, treedef, sources)
+            results, trace, plan = self._trace(args, kwargs, leaves, treedef, sources, state)
         except Unsupported as e:
+            state_mod.restore(state)
             if self.fullgraph:
                 raise GraphBreakError(str(e), None, None) from None
             logger("graph_breaks").info("eager fallback for %s: %s", self.__qualname__, e)
             self.stats["eager_fallbacks"] += 1
             return self.fn(*args, **kwargs)
+        except GraphBreakError:
+            state_mod.restore(state)
+            raise
+        except ProgramError as e:  # a graph before a break failed as it ran
+            state_mod.restore(state)
+            return self._rerun(args, kwargs, e.error)
+        except Exception as e:
+            state_mod.restore(state)
+            return self._compile_failed(args, kwargs, e)
         self.stats["compiles"] += 1
         self.stats["graph_breaks"] += len(trace.breaks)
         self.last_trace = trace
-        entry = self._make_entry(trace, leaves, treedef, gvals)
+        entry, gvals = self._make_entry(trace, leaves, treedef, state, plan)
         self.entries.append(entry)
-        if self._fast is None and not trace.breaks:
+        if (self._fast is None and not trace.breaks and entry.fetch is None
+                and not plan.writes):
             self._fast = make_fast_call(entry.guards, treedef, leaves, trace,
-                                        self._segment_cache[self._last_key],
-                                        len(self._arrays) + len(self._scalars))
+                                        self._segment_cache[self._last_key], 0)
+        sources = list(leaves) + gvals
+        if plan.failure is not None:
+            return self._rerun(args, kwargs, plan.failure)
         if trace.mutates_inputs and _overlap_any(sources):
             # writes through overlapping arrays need numpy's own aliasing: the
             # entry stays for later calls (its guards refuse overlap)
@@ -156,10 +311,44 @@ class CompiledFunction:
                                         self.__qualname__)
             self.stats["eager_fallbacks"] += 1
             return self.fn(*args, **kwargs)
-        return apply_plan(trace.plan, results, sources)
+        return _finish(trace.plan, results, sources, plan, gvals)
 
-    def _trace(self, args, kwargs, leaves, treedef, sources, fullgraph=None):
-        n_leaves = len(leaves)
+    def _compile_failed(self, args, kwargs, e: Exception):
+        """An exception while tracing or compiling. If the function raises it
+        eagerly too, it is the function's own (numpy's) error; otherwise the
+        compiler failed: the function runs eagerly from now on, with one
+        warning (`fullgraph=True`: `CompileError`)."""
+        original = e
+        if isinstance(e, _CompilerFailure):
+            internal, e = True, e.error
+        else:
+            tb = e.__traceback__
+            last = None
+            while tb is not None:
+                last = tb.tb_frame.f_code.co_filename
+                tb = tb.tb_next
+            internal = (last is not None and last.startswith(_PKG_DIRS)
+                        and not last.endswith("examples.py"))
+        if _no_eager_form(self.fn):  # a transformation of ours (grad, vjp)
+            raise e
+        if self.fullgraph:
+            if isinstance(original, _CompilerFailure):
+                # numpy's own error found while compiling (a constant index out
+                # of range) is the call's error; otherwise the compiler failed
+                # (the call ran eagerly, as numpy would, before the error)
+                self.fn(*args, **kwargs)
+                raise CompileError(f"compiling {self.__qualname__} failed in {_stage_of(e)}: "
+                                   f"{type(e).__name__}: {e}") from e
+            raise e  # raised while tracing: numpy's error as the rules raise it
+        r = self.fn(*args, **kwargs)  # raises: the function's own error, numpy's way
+        self._failed = f"{type(e).__name__}: {e}"
+        warnings.warn(f"lowering: compiling {self.__qualname__} failed in {_stage_of(e)} "
+                      f"({self._failed}); running it eagerly from now on", RuntimeWarning,
+                      stacklevel=3)
+        self.stats["eager_fallbacks"] += 1
+        return r
+
+    def _trace(self, args, kwargs, leaves, treedef, sources, state, fullgraph=None, log=True):
         source_ids: dict[int, int] = {}
         for i, v in enumerate(sources):
             if isinstance(v, np.ndarray):
@@ -172,62 +361,175 @@ class CompiledFunction:
             if _is_traced_leaf(x):
                 j = source_ids.get(id(x), i) if isinstance(x, np.ndarray) else i
                 tleaves.append(tracer.wrap_source(j))
+            elif isinstance(x, state_mod.GENERATORS):
+                tleaves.append(TracedGenerator(tracer, i, x))
             else:
                 tleaves.append(x)
         targs, tkwargs = pytree.unflatten(treedef, tleaves)
-        with constructors_capture():
+        copies = _container_copies((args, kwargs), (targs, tkwargs))
+        n = len(leaves)
+        tracer.prune_from = n
+        stand_ins = _StandIns(tracer, n)
+        state_mod.swap_in(state, stand_ins)
+        with constructors_capture(tracer), random_capture(tracer):
             out = self.fn(*targs, **tkwargs)
-        results, trace = tracer.finish(out)
-        for b in trace.breaks:
-            logger("graph_breaks").info("graph break in %s at %s", self.__qualname__, b)
-        for seg in trace.segments:
-            logger("graph").info("captured graph of %s:\n%s", self.__qualname__, seg.module)
-        del n_leaves
-        return results, trace
+        writes = state_mod.diff(state) + _copy_writes(copies)
+        traced: list = []
+        records = [_template_write(w, state, copies, source_ids, len(leaves), traced)
+                   for w in writes]
+        # objects returned that hold traced values (a dataclass, a plain
+        # object): rebuilt around the results on every call
+        out, objects = _objects_out(out, copies, source_ids, traced)
+        if objects:
+            records.append(("return", None, None, None, objects))
+        state_mod.restore(state)
+        for c in copies:
+            c.restore()
+        failure = None
+        try:
+            results, trace = tracer.finish((out, traced) if traced else out)
+        except ProgramError as e:  # compiled, but this call fails: the entry stays
+            results, trace, failure = None, tracer.trace, e.error
+        trace.leaf_array_ids = {id(x) for x in leaves if isinstance(x, np.ndarray)}
+        if log:  # once per new entry, not on the calls that trace it again
+            for b in trace.breaks:
+                logger("graph_breaks").info("graph break in %s at %s", self.__qualname__, b)
+            for seg in trace.segments:
+                logger("graph").info("captured graph of %s:\n%s", self.__qualname__, seg.module)
+        return results, trace, StatePlan([], records, len(traced), failure)
 
     def _run_segment(self, module, inputs):
         layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
-        key = (str(module), tuple(layouts))
+        key = (structural_key(module), tuple(layouts))
         prog = self._segment_cache.get(key)
         if prog is None:
-            prog = compile_segment(module, self.backend, layouts, key[0], self.partition)
+            try:
+                prog = compile_segment(module, self.backend, layouts, key[0], self.partition)
+            except Exception as e:
+                raise _CompilerFailure(e) from e
             self._segment_cache[key] = prog
         self._last_key = key
         self.programs_run.append(prog)
-        return prog(inputs)
+        try:
+            return prog(inputs)
+        except Exception as e:
+            raise ProgramError(e) from e
 
     # ---- entries ------------------------------------------------------------
-    def _make_entry(self, trace: Trace, leaves, treedef, gvals) -> Entry:
-        guards = self._guards(trace, leaves, treedef, gvals)
-        n_arr = len(self._arrays)
-        if trace.breaks:
-            def run_lazy(leaves, gvals, args_tree=treedef):
-                args, kwargs = pytree.unflatten(args_tree, leaves)
-                sources = list(leaves) + gvals[:n_arr]
-                results, t = self._trace(args, kwargs, leaves, args_tree, sources)
-                self.stats["graph_breaks"] += len(t.breaks)
-                return apply_plan(t.plan, results, sources)
+    def _make_entry(self, trace: Trace, leaves, treedef, state, plan: StatePlan):
+        """The entry for this trace: which walked values it keeps (its inputs,
+        guards and write targets, renumbered densely after the leaves), its
+        guards, and its run function."""
+        n = len(leaves)
+        keep = _kept_slots(trace, state, plan, n)
+        remap = {n + j: n + k for k, j in enumerate(keep)}
+        remap_sources(trace, remap)
+        plan.paths = [state.slots[j].path for j in keep]
+        gvals = [state.slots[j].value for j in keep]
+        # the argument containers the writes touch or store: read by path too
+        copies: dict[int, int] = {}
 
-            return Entry(guards, trace, run_lazy)
+        def copy_index(c) -> int:
+            if id(c) not in copies:
+                copies[id(c)] = len(gvals)
+                plan.paths.append(c.path)
+                gvals.append(c.original)
+            return copies[id(c)]
+
+        def fix(t):
+            if t is None:
+                return None
+            k = t[0]
+            if k == "path":
+                return ("src", n + copy_index(t[1]))
+            if k == "src":
+                return ("src", remap.get(t[1], t[1]))
+            if k == "seq":
+                return ("seq", t[1], [fix(e) for e in t[2]])
+            if k == "dict":
+                return ("dict", [(key, fix(e)) for key, e in t[1]])
+            if k == "obj":
+                return ("obj", t[1], [(key, fix(e)) for key, e in t[2]])
+            return t
+
+        plan.writes = [("return", None, None, None, [fix(e) for e in t]) if kind == "return"
+                       else (kind, copy_index(c) if isinstance(c, _Copy) else remap[n + c] - n,
+                             ck, key, fix(t)) for kind, c, ck, key, t in plan.writes]
+        replaced = {keep[c] for kind, c, ck, key, t in plan.writes
+                    if kind == "replace" and c is not None and c < len(keep)}
+        guards = self._guards(trace, leaves, treedef, state, keep, gvals, replaced)
+        fetch = _make_fetch(plan.paths)
+        if trace.breaks:
+            programs = list(self.programs_run)
+            if (trace.replayable and len(programs) == len(trace.segments)
+                    and self._variants < MAX_VARIANTS):
+                self._variants += 1
+                out_plan = trace.plan
+
+                def finish(results, sources, gvals):
+                    return _finish(out_plan, results, sources, plan, gvals)
+
+                def generators(sources):
+                    draws = [r for s in trace.segments for r in s.refs if isinstance(r, Draw)]
+                    saved = _generator_states(draws, sources)
+                    return lambda: _restore_generators(saved)
+
+                return Entry(guards, trace, replayer(trace, programs, finish, generators),
+                             fetch), gvals
+
+            def run_lazy(leaves, gvals, tree, args_tree=treedef):
+                args, kwargs = tree
+                return self._compile_and_run_again(args, kwargs, leaves, args_tree)
+
+            return Entry(guards, trace, run_lazy, fetch), gvals
         (seg,) = trace.segments
         prog = self._segment_cache[self._last_key]
-        plan = trace.plan
+        out_plan = trace.plan
         bindings = seg.bindings
         owners = trace.owners
-        convert = [_converter(leaves[b] if b < len(leaves) else None) for b in bindings]
+        sources0 = list(leaves) + gvals
+        convert = [_converter(sources0[b]) if type(b) is int else b for b in bindings]
+        draws = [b for b in bindings if isinstance(b, Draw)]
 
-        def run(leaves, gvals):
-            sources = leaves + gvals[:n_arr] if n_arr else leaves
-            inputs = [sources[b] if conv is None else conv(sources[b])
-                      for b, conv in zip(bindings, convert)]
-            results = prog(inputs)
+        def run(leaves, gvals, tree):
+            sources = leaves + gvals if gvals else leaves
+            if draws:
+                saved = _generator_states(draws, sources)
+                try:
+                    inputs = [b(sources) if isinstance(b, Draw) else sources[b] if conv is None
+                              else conv(sources[b]) for b, conv in zip(bindings, convert)]
+                    results = prog(inputs)
+                except BaseException:
+                    _restore_generators(saved)  # the eager re-run draws them again
+                    raise
+            else:
+                inputs = [sources[b] if conv is None else conv(sources[b])
+                          for b, conv in zip(bindings, convert)]
+                results = prog(inputs)
             own = [None if i is None else inputs[i] for i in owners]
-            return apply_plan(plan, fresh_results(results, inputs, own, getattr(prog, "fresh", None)),
-                              sources)
+            return _finish(out_plan, fresh_results(results, inputs, own, getattr(prog, "fresh", None)),
+                           sources, plan, gvals)
 
-        return Entry(guards, trace, run)
+        return Entry(guards, trace, run, fetch), gvals
 
-    def _guards(self, trace: Trace, leaves, treedef, gvals) -> GuardSet:
+    def _compile_and_run_again(self, args, kwargs, leaves, treedef):
+        """A function with graph breaks is traced on every call (its Python
+        decides which graphs run); the compiled graphs are reused."""
+        tree = (args, kwargs)
+        state = state_mod.walk(self.fn, leaves, tree, _leaf_names(self._sig, treedef))
+        gvals = [s.value for s in state.slots]
+        sources = list(leaves) + gvals
+        try:
+            results, t, plan = self._trace(args, kwargs, leaves, treedef, sources, state,
+                                           log=False)
+        except BaseException:
+            state_mod.restore(state)
+            raise
+        self.stats["graph_breaks"] += len(t.breaks)
+        return _finish(t.plan, results, sources, plan, gvals)
+
+    def _guards(self, trace: Trace, leaves, treedef, state, keep, gvals,
+                replaced=frozenset()) -> GuardSet:
         names = _leaf_names(self._sig, treedef)
         checks: list[Check] = []
         first: dict[int, int] = {}
@@ -248,16 +550,358 @@ class CompiledFunction:
                 checks.append(Check("L", i, name, "float"))
             elif x is None or isinstance(x, (bool, int, str, bytes)):
                 checks.append(Check("L", i, name, "value", x))
+            elif isinstance(x, state_mod.GENERATORS) or state_mod._is_user_object(x):
+                # read through the walk: its type decides its methods, its
+                # contents are guarded by path
+                checks.append(Check("L", i, name, "type", type(x)))
             else:
                 checks.append(Check("L", i, name, "identity", x))
-        n_arr = len(self._arrays)
-        for j, g in enumerate(self._arrays):
-            x = gvals[j]
-            checks.append(Check("G", j, g.name, "array",
-                                (x.dtype, x.shape, layout_of(x), x.flags.writeable)))
-        for j, g in enumerate(self._scalars):
-            checks.append(Check("G", n_arr + j, g.name, "value", gvals[n_arr + j]))
-        return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves)
+        # containers whose length matters: on the path of a value read, or
+        # rewritten whole (a list only appended to or items set need no length)
+        sized: set[int] = set()
+        for j in keep:
+            if state.slots[j].kind in ("array", "generator", "scalar", "callable"):
+                p = state.slots[j].parent
+                while p is not None and p not in sized:
+                    sized.add(p)
+                    p = state.slots[p].parent
+        g_arrays: list[int] = []
+        for k, j in enumerate(keep):
+            slot = state.slots[j]
+            x, label = slot.value, slot.path.label
+            kind = slot.kind
+            if kind == "array":
+                if id(x) in first:  # the same array as an argument
+                    checks.append(Check("G", k, label, "is_leaf", first[id(x)]))
+                    continue
+                first[id(x)] = -1 - k
+                g_arrays.append(k)
+                checks.append(Check("G", k, label, "array",
+                                    (x.dtype, x.shape, layout_of(x), x.flags.writeable)))
+            elif kind == "scalar":
+                checks.append(Check("G", k, label, "value", x))
+            elif kind in ("callable",):
+                checks.append(Check("G", k, label, "identity", x))
+            elif kind in ("object", "generator"):
+                checks.append(Check("G", k, label, "type", type(x)))
+            elif kind in ("dict", "list", "tuple"):
+                checks.append(Check("G", k, label, "type", type(x)))
+                if j in sized or j in replaced:
+                    checks.append(Check("G", k, label, "len", len(x)))
+        # an array reached by two paths: still one object
+        for k, j in enumerate(keep):
+            slot = state.slots[j]
+            if slot.kind == "array" and first.get(id(slot.value), None) not in (None, -1 - k):
+                f = first[id(slot.value)]
+                if f < 0 and f != -1 - k:
+                    checks.append(Check("G", k, slot.path.label, "alias", -1 - f))
+        return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves,
+                        g_arrays)
+
+
+class _StandIns:
+    """What the trace sees in place of an array or generator found in Python
+    state: its TracedArray (a graph input read by path), a traced generator."""
+
+    def __init__(self, tracer, n: int):
+        self.tracer, self.n = tracer, n
+
+    def __call__(self, i: int, slot):
+        if slot.kind == "array":
+            if not supported(slot.value.dtype):
+                return None
+            return self.tracer.wrap_source(self.tracer.source_ids.get(id(slot.value), self.n + i))
+        return TracedGenerator(self.tracer, self.n + i, slot.value)
+
+
+_FLAG_TEXT = {"divide": "divide by zero", "over": "overflow", "under": "underflow",
+              "invalid": "invalid value"}
+
+
+def _act_on_flags(categories, where: str) -> None:
+    """What numpy's errstate says to do for floating-point flags of a program
+    that has no eager form (a gradient): raise, warn, call, print or log."""
+    modes = np.geterr()
+    for c in categories:
+        msg = f"{_FLAG_TEXT[c]} encountered in {where}"
+        mode = modes[c]
+        if mode == "raise":
+            raise FloatingPointError(msg)
+        if mode == "warn":
+            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        elif mode == "call":
+            np.geterrcall()(msg, c)
+        elif mode == "print":
+            print(f"Warning: {msg}")
+        elif mode == "log":
+            np.geterrcall().write(f"Warning: {msg}\n")
+
+
+def _no_eager_form(fn) -> bool:
+    """grad/value_and_grad/vjp objects and the joint functions made of them:
+    calling them is compiling them, so an eager re-run would recurse."""
+    mod = ((fn.__module__ if inspect.isfunction(fn) else type(fn).__module__) or "")
+    return mod.startswith("lowering") and mod != "lowering.examples"
+
+
+def _stage_of(e: BaseException) -> str:
+    """Where in the compiler an exception came from: its innermost frame in
+    this project (a pass, the emitter, the runtime), as path:function."""
+    where = "the compiler"
+    tb = e.__traceback__
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if f.startswith(_PKG_DIRS):
+            where = f"{os.path.relpath(f, _PKG)}:{tb.tb_frame.f_code.co_name}"
+        tb = tb.tb_next
+    return where
+
+
+def structural_key(module) -> tuple:
+    """A key equal for two captured graphs exactly when they are the same
+    program (ops, their properties and attributes, operands, types), made
+    without printing the IR."""
+    (fn,) = module.ops
+    block = fn.body.blocks[0]
+    ids = {a: i for i, a in enumerate(block.args)}
+    parts: list = [tuple(a.type for a in block.args)]
+    for op in block.ops:
+        if op.regions:
+            return (str(module),)
+        operands = tuple(ids[o] for o in op.operands)
+        for r in op.results:
+            ids[r] = len(ids)
+        parts.append((op.name, operands, tuple(op.properties.items()),
+                      tuple(op.attributes.items()), tuple(r.type for r in op.results)))
+    return tuple(parts)
+
+
+def _finish(out_plan, results, sources, plan: StatePlan, gvals):
+    """Write back into the caller's arrays, build the return value, then
+    replay the writes to Python state with this call's values."""
+    if not plan.n_traced:
+        out, written = apply_plan(out_plan, results, sources), []
+    else:
+        out, written = apply_plan(out_plan, results, sources)
+    for kind, c, ckind, key, template in plan.writes:
+        if kind == "return":
+            out = _objects_in(out, template, written, sources)
+            continue
+        value = None if kind == "del" else state_mod.instantiate(template, written, sources)
+        state_mod.apply_write(kind, gvals[c], ckind, key, value)
+    return out
+
+
+class _ObjectOut:
+    """Where a returned object holding traced values goes back in."""
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _objects_out(out, copies, source_ids, traced):
+    """The return value with each object leaf that holds traced values
+    replaced by a marker, and those objects' templates."""
+    leaves, tdef = pytree.flatten(out)
+    objects = []
+    for i, x in enumerate(leaves):
+        if not isinstance(x, TracedArray) and state_mod._is_user_object(x) and _holds_traced(x):
+            objects.append(_template(x, copies, source_ids, traced))
+            leaves[i] = _ObjectOut(len(objects) - 1)
+    return (pytree.unflatten(tdef, leaves) if objects else out), objects
+
+
+def _objects_in(out, templates, written, sources):
+    leaves, tdef = pytree.flatten(out)
+    leaves = [state_mod.instantiate(templates[x.index], written, sources)
+              if isinstance(x, _ObjectOut) else x for x in leaves]
+    return pytree.unflatten(tdef, leaves)
+
+
+class _Copy:
+    """A container of the arguments as the traced function saw it (pytree
+    containers are rebuilt around traced leaves) and the caller's original."""
+
+    def __init__(self, path, original, copy):
+        self.path, self.original, self.copy = path, original, copy
+        self.snapshot = dict(copy) if type(copy) is dict else list(copy)
+
+    def restore(self):
+        pass  # the copy is the trace's own; nothing of the caller's changed
+
+
+def _container_copies(tree, ttree) -> list[_Copy]:
+    out: list[_Copy] = []
+    stack = [(state_mod.Path("R", None, (), "args"), tree, ttree)]
+    while stack:
+        path, a, b = stack.pop()
+        t = type(a)
+        if t is tuple or t is list:
+            if t is list:
+                out.append(_Copy(path, a, b))
+            for i, (x, y) in enumerate(zip(a, b)):
+                stack.append((path.child("i", i, f"{path.label}[{i}]"), x, y))
+        elif t is dict:
+            out.append(_Copy(path, a, b))
+            for k in a:
+                stack.append((path.child("i", k, f"{path.label}[{k!r}]"), a[k], b[k]))
+    return out
+
+
+def _copy_writes(copies: list[_Copy]) -> list[tuple]:
+    """Writes into the argument containers, as ("set"/"del"/"extend"/"replace",
+    _Copy, ...) records."""
+    writes: list[tuple] = []
+    for c in copies:
+        now = c.copy
+        if type(now) is dict:
+            for k, old in c.snapshot.items():
+                if k not in now:
+                    writes.append(("del", c, k))
+                elif now[k] is not old:
+                    writes.append(("set", c, k, now[k]))
+            for k in now:
+                if k not in c.snapshot:
+                    writes.append(("set", c, k, now[k]))
+        else:
+            old = c.snapshot
+            if len(now) >= len(old) and all(x is y for x, y in zip(old, now)):
+                if len(now) > len(old):
+                    writes.append(("extend", c, None, list(now[len(old):])))
+            else:
+                writes.append(("replace", c, None, list(now)))
+    return writes
+
+
+def _template_write(w, state, copies, source_ids, n_leaves, traced):
+    """A recorded write as (kind, container slot or _Copy, container kind, key, template)."""
+    kind, where = w[0], w[1]
+    if isinstance(where, _Copy):
+        ckind = "dict" if type(where.copy) is dict else "list"
+    else:
+        ckind = state.slots[where].kind
+    key = w[2] if kind in ("set", "del") else None
+    if kind == "del":
+        return (kind, where, ckind, key, None)
+    value = w[3]
+    if kind in ("extend", "replace"):
+        t = ("seq", list, [_template(v, copies, source_ids, traced) for v in value])
+    else:
+        t = _template(value, copies, source_ids, traced)
+    return (kind, where, ckind, key, t)
+
+
+def _template(v, copies, source_ids, traced, depth=0):
+    if isinstance(v, TracedArray):
+        v._check_alive() if hasattr(v, "_check_alive") else None
+        traced.append(v)
+        return ("t", len(traced) - 1)
+    for c in copies:
+        if c.copy is v:  # an argument container: the caller's own object
+            return ("path", c)
+    if isinstance(v, np.ndarray) and id(v) in source_ids:
+        return ("src", source_ids[id(v)])
+    t = type(v)
+    if depth < 16:
+        if t is list or t is tuple:
+            return ("seq", t, [_template(e, copies, source_ids, traced, depth + 1) for e in v])
+        if isinstance(v, tuple) and hasattr(v, "_fields"):
+            return ("seq", t, [_template(e, copies, source_ids, traced, depth + 1) for e in v])
+        if t is dict:
+            return ("dict", [(k, _template(e, copies, source_ids, traced, depth + 1))
+                             for k, e in v.items()])
+        if state_mod._is_user_object(v) and any(_holds_traced(e) for e in vars(v).values()):
+            return ("obj", v, [(k, _template(e, copies, source_ids, traced, depth + 1))
+                               for k, e in vars(v).items()])
+    if _holds_traced(v):
+        raise Unsupported(f"a traced value is stored inside a {t.__name__} object")
+    return ("const", v)
+
+
+def _holds_traced(v, depth=0) -> bool:
+    if isinstance(v, TracedArray):
+        return True
+    if depth > 8:
+        return False
+    t = type(v)
+    if t is list or t is tuple or (isinstance(v, tuple) and hasattr(v, "_fields")):
+        return any(_holds_traced(e, depth + 1) for e in v)
+    if t is dict:
+        return any(_holds_traced(e, depth + 1) for e in v.values())
+    if state_mod._is_user_object(v):
+        return any(_holds_traced(e, depth + 1) for e in vars(v).values())
+    return False
+
+
+def _kept_slots(trace: Trace, state, plan: StatePlan, n: int) -> list[int]:
+    """The walked slots an entry reads on every call: arrays and generators
+    its graphs use, the containers it writes, every scalar and callable (they
+    may have steered the trace), and the containers and objects on their
+    paths (their types and lengths are guarded)."""
+    used: set[int] = set()
+    for j in trace_sources(trace):
+        if j >= n:
+            used.add(j - n)
+    for kind, c, ck, key, t in plan.writes:
+        if isinstance(c, int):
+            used.add(c)
+        for e in (t if kind == "return" else [t]):
+            used.update(j - n for j in _template_sources(e) if j >= n)
+    # (a list the function only appends to is a log: what it held before is
+    # not read, so its items are not guarded)
+    appended = {c for kind, c, ck, key, t in plan.writes if kind == "extend" and isinstance(c, int)}
+    for j, s in enumerate(state.slots):
+        if s.kind in ("scalar", "callable") and s.parent not in appended:
+            used.add(j)
+    # the other paths of a used array, and walked arrays that are arguments
+    # too (the trace read them as the argument): aliases are guarded
+    ids = {id(state.slots[j].value) for j in used if state.slots[j].kind == "array"}
+    ids |= getattr(trace, "leaf_array_ids", set())
+    for j, s in enumerate(state.slots):
+        if s.kind == "array" and id(s.value) in ids:
+            used.add(j)
+    for j in list(used):
+        p = state.slots[j].parent
+        while p is not None and p not in used:
+            used.add(p)
+            p = state.slots[p].parent
+    return sorted(used)
+
+
+def _template_sources(t) -> list[int]:
+    if t is None:
+        return []
+    k = t[0]
+    if k == "src":
+        return [t[1]]
+    if k == "seq":
+        return [j for e in t[2] for j in _template_sources(e)]
+    if k == "dict":
+        return [j for _, e in t[1] for j in _template_sources(e)]
+    if k == "obj":
+        return [j for _, e in t[2] for j in _template_sources(e)]
+    return []
+
+
+def _generator_states(draws, sources) -> list:
+    out, seen = [], set()
+    for d in draws:
+        g = d.generator(sources)
+        if id(g) not in seen:
+            seen.add(id(g))
+            out.append((g, g.get_state() if isinstance(g, np.random.RandomState)
+                        else g.bit_generator.state))
+    return out
+
+
+def _restore_generators(saved) -> None:
+    for g, st in saved:
+        if isinstance(g, np.random.RandomState):
+            g.set_state(st)
+        else:
+            g.bit_generator.state = st
 
 
 def _converter(x):

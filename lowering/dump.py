@@ -303,6 +303,8 @@ def capture(fn: Callable, specs: list[ArgSpec], seed: int = 0, label: str | None
     args, kwargs = make_inputs(specs, seed)
     try:
         report = explain(fn)(*args, **kwargs)
+    except UsageError:
+        raise
     except Exception as e:
         # numpy's own error on these inputs is the user's (a shape that does not
         # fit, say); any other is a compiler bug and keeps its traceback.
@@ -418,8 +420,8 @@ def run_pipeline_printing(module, out: TextIO, timings: dict[str, float]) -> Non
 
 
 def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -> Callable:
-    """value_and_grad of fn with respect to its floating-point arguments
-    (a non-scalar result is summed first, like `.sum().backward()`)."""
+    """value_and_grad of fn with respect to its floating-point arguments; fn
+    must return a scalar (as `lowering.grad` requires)."""
     import functools
 
     from . import pytree
@@ -427,11 +429,11 @@ def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -
 
     @functools.wraps(fn)
     def scalar(*a, **k):
-        leaves, _ = pytree.flatten(fn(*a, **k))
-        total = 0.0
-        for x in leaves:
-            total = total + (x if np.ndim(x) == 0 else np.sum(x))
-        return total
+        out = fn(*a, **k)
+        if np.ndim(out) != 0 or isinstance(out, (tuple, list, dict)):
+            shape = getattr(out, "shape", type(out).__name__)
+            raise UsageError(f"--grad: {label} must return a scalar, got {shape}")
+        return out
 
     args, _ = make_inputs(specs, seed)
     nums = tuple(i for i, a in enumerate(args)
@@ -548,6 +550,9 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
         raise UsageError("nothing to dump: give PATH.py::FUNCTION or --example NAME "
                          "(or --passes alone to list the pipeline)")
     specs = parse_spec(spec_text)
+    if ns.grad and ns.stage != "tensor":
+        raise UsageError("--grad prints the tensor level (the joint function and its "
+                         "partitions); --stage does not apply to it")
     if ns.grad:
         fn = _differentiated(fn, specs, ns.seed, label)
     elif ns.memory_budget is not None:

@@ -53,6 +53,9 @@ class ExplainOutput:
                 lines.append(f"  {i}. {b.reason}")
                 lines.append(f"     at {b.filename}:{b.lineno}")
         for i, ops in enumerate(self.ops_per_graph):
+            if not ops:  # nothing to compute: the values it returns were made earlier
+                lines.append(f"Graph {i}: no ops (returns values made before it)")
+                continue
             lines.append(f"Graph {i}: {sum(ops.values())} ops: " +
                          ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())))
         if self.kernels:
@@ -78,8 +81,7 @@ def explain(fn):
         probe = CompiledFunction(cf.fn, cf.mode, None, False, cf.backend,
                                  cf.partition[1], cf.partition[0])
         leaves, treedef = pytree.flatten((args, kwargs))
-        gvals = [g.get() for g in probe._arrays] + [g.get() for g in probe._scalars]
-        probe._compile_and_run(args, kwargs, leaves, treedef, gvals)
+        probe._compile_and_run(args, kwargs, leaves, treedef)
         trace = probe.last_trace
         if trace is None:
             return ExplainOutput(0, 0, [], [], [])

@@ -28,7 +28,7 @@ def flat_positional(treedef: Any, n: int) -> bool:
 
 
 def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -> Callable | None:
-    from runtime import cpu
+    from runtime import cpu, errors
     from runtime.memory import POOL, PAGE
 
     from .backends.cpu_backend import CpuProgram
@@ -52,7 +52,8 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
         return None
     ns: dict[str, Any] = {"MISS": MISS, "np": np, "ndarray": np.ndarray,
                           "asarray": np.asarray, "f64": np.float64, "lock": prog._lock,
-                          "launch": cpu.launch, "pool_empty": POOL.empty, "empty": np.empty}
+                          "launch": cpu.launch, "pool_empty": POOL.empty, "empty": np.empty,
+                          "check": errors.check, "collector": prog.collector}
     # the entry's guards, inlined (flat positional arguments: the structure
     # check is the argument count; no mutation: no overlap check)
     conds = [f"len(L) == {n}"]
@@ -73,6 +74,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
         else:
             lines.append(f"    v{i} = L[{b}]")
     lines.append("    with lock:")
+    fl = "fl ="  # the IEEE exceptions raised (MXCSR bits): assigned, then or-ed
     for k, st in enumerate(prog.steps):
         if st.kind == "alloc" and st.args[3] is not None:  # the program's own buffer
             ns[f"S{k}"] = st.args[3]
@@ -96,18 +98,27 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
                 status = str(checks.address)
                 lines.append(f"        W{k}[0] = 0")
             if work > 0 and threads <= 1:
-                lines.append(f"        K{k}(0, {work}, P{k}, {status})")
+                lines.append(f"        {fl} K{k}(0, {work}, P{k}, {status})")
             elif work > 0:
-                lines.append(f"        launch(K{k}, {work}, P{k}, {status}, {threads})")
+                lines.append(f"        {fl} launch(K{k}, {work}, P{k}, {status}, {threads})")
+            fl = "fl |=" if work > 0 else fl
             if status != "None":
                 lines.append(f"        if W{k}[0]: raise C{k}.error()")
         else:
             run, idx = st.args
             ns[f"X{k}"] = run
-            lines.append("        with np.errstate(all='ignore'):")
+            lines.append("        token = collector.enter()")  # numpy's flags, as it detects them
+            lines.append("        try:")
             lines.append(f"            X{k}(" + ", ".join(f"v{i}" for i in idx) + ")")
+            lines.append("        finally:")
+            lines.append("            collector.exit(token)")
+            lines.append(f"        {fl} collector.bits")
+            fl = "fl |="
         for slot in prog.dead_after[k]:
             lines.append(f"        v{slot} = None")  # back to the pool (memory plan)
+    if fl != "fl =":  # (where kernels or externs ran)
+        lines.append("    if fl:")
+        lines.append("        check(fl)")
     res = []
     for slot, scalar in outs:
         if scalar is True:
@@ -145,10 +156,10 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     an argument that is not an exact ndarray of a canonical dtype, an extern,
     a multi-threaded kernel or one that checks indices, an output converted
     to a Python scalar."""
-    from runtime import native
+    from runtime import errors, native
     from runtime.memory import PAGE, POOL
 
-    from .codegen.entry import Alloc, ArgCheck, EntrySpec, Launch, entry_ir
+    from .codegen.entry import FLAG_VALUES, Alloc, ArgCheck, EntrySpec, Launch, entry_ir
 
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
     keep: list = [pool_empty]
@@ -188,8 +199,11 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
         else:
             return None
     name = f"lowering_entry_{next(_entry_ids)}"
+    flag_ints = list(range(FLAG_VALUES))  # kept alive: the entry embeds their addresses
+    keep += [errors.check, flag_ints]
     spec = EntrySpec(name, n, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
-                     tuple(s for s, _ in outs), as_tuple, id(fast))
+                     tuple(s for s, _ in outs), as_tuple, id(fast), id(errors.check),
+                     tuple(id(i) for i in flag_ints))
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

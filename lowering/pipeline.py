@@ -3,6 +3,7 @@ passes to a backend program. `python -m lowering.dump --passes` prints it."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
@@ -57,11 +58,12 @@ def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
 
 
 _PROGRAMS: dict[tuple, Callable] = {}
+_PROGRAMS_LOCK = threading.Lock()  # lookups and insertions; compiling runs outside it
 PROGRAM_CACHE_SIZE = 1024
 
 
 def compile_segment(module: ModuleOp, backend: str = "numpy",
-                    layouts: list[str] | None = None, key: str | None = None,
+                    layouts: list[str] | None = None, key=None,
                     partition: tuple[str, float | None] = ("min_cut", None)) -> Callable:
     """Tensor passes, then the backend; programs are shared process-wide by
     (IR text, backend, input layouts). `layouts` gives each input's memory
@@ -71,7 +73,8 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     memory_budget)) and runs as a forward then a backward program."""
     cache_key = (key if key is not None else str(module), backend, tuple(layouts or ()),
                  partition)
-    prog = _PROGRAMS.get(cache_key)
+    with _PROGRAMS_LOCK:
+        prog = _PROGRAMS.get(cache_key)
     if prog is None:
         from passes.remat import has_backward
 
@@ -79,9 +82,13 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
             prog = PartitionedProgram(module, backend, layouts, partition, cache_key[0])
         else:
             prog = _compile_segment(module, backend, layouts)
-        if len(_PROGRAMS) >= PROGRAM_CACHE_SIZE:
-            _PROGRAMS.pop(next(iter(_PROGRAMS)))
-        _PROGRAMS[cache_key] = prog
+        with _PROGRAMS_LOCK:
+            first = _PROGRAMS.get(cache_key)
+            if first is not None:  # another thread compiled it meanwhile: share its program
+                return first
+            if len(_PROGRAMS) >= PROGRAM_CACHE_SIZE:
+                _PROGRAMS.pop(next(iter(_PROGRAMS)))
+            _PROGRAMS[cache_key] = prog
     return prog
 
 
@@ -106,18 +113,19 @@ class PartitionedProgram:
     values (compiled on first use, for the saved values' layouts)."""
 
     def __init__(self, module: ModuleOp, backend: str, layouts: list[str] | None,
-                 partition: tuple[str, float | None], key: str):
+                 partition: tuple[str, float | None], key):
         from passes.remat import partition as cut
 
         # the halves are cached under the joint function's key (no re-printing)
-        self.key = f"{key}\n// partition {partition}"
+        self.key = (key, "partition", partition)
         self.backend = backend
         self.layouts = list(layouts or [])
         self.partition = cut(module.clone(), partition[0], partition[1])
         assert self.partition is not None
         self.forward = compile_segment(self.partition.forward, backend, self.layouts,
-                                       self.key + " forward")
+                                       self.key + ("forward",))
         self._backward: dict[tuple, Callable] = {}
+        self._backward_lock = threading.Lock()  # one compile per layout, whichever thread asks
         self.n_results = len(self.partition.fwd_results) + len(self.partition.bwd_results)
         self.programs: list[Callable] = [self.forward]
         self.fresh: tuple[bool, ...] | None = None  # known once the backward is compiled
@@ -130,12 +138,20 @@ class PartitionedProgram:
         lay = tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved)
         prog = self._backward.get(lay)
         if prog is None:
-            prog = compile_segment(self.partition.backward, self.backend,
-                                   self.layouts + list(lay), self.key + " backward")
-            self._backward[lay] = prog
-            self.programs = [self.forward, prog]
-            # one backward layout so far: its results' freshness holds for every call
-            self.fresh = self._fresh(prog) if len(self._backward) == 1 else None
+            with self._backward_lock:
+                prog = self._backward.get(lay)
+                if prog is None:
+                    prog = self._compile_backward(lay)
+        return prog
+
+    def _compile_backward(self, lay: tuple) -> Callable:
+        prog = compile_segment(self.partition.backward, self.backend,
+                               self.layouts + list(lay), self.key + ("backward",))
+        # (published last: a thread that finds it in `_backward` finds `fresh` set)
+        self.programs = [self.forward, prog]
+        # one backward layout so far: its results' freshness holds for every call
+        self.fresh = self._fresh(prog) if not self._backward else None
+        self._backward[lay] = prog
         return prog
 
     def _fresh(self, bwd: Callable) -> tuple[bool, ...] | None:

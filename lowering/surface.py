@@ -105,7 +105,17 @@ TIER1: list[tuple[str, list[str | Probe]]] = [
 
 TIER2: list[tuple[str, list[str | Probe]]] = [
     ("Tier 2", """sort argsort searchsorted histogram linalg.norm linalg.solve linalg.inv
-        linalg.cholesky lib.stride_tricks.sliding_window_view convolve fft.fft""".split()),
+        linalg.cholesky lib.stride_tricks.sliding_window_view convolve fft.fft""".split() + [
+        # the rest of the routines with static result shapes (`array.routine`)
+        *"""partition argpartition linalg.det linalg.slogdet linalg.qr linalg.svd linalg.eigh
+        linalg.eigvalsh linalg.lstsq linalg.pinv linalg.matrix_rank fft.irfft fft.irfft2
+        fft.irfftn fft.hfft""".split(),
+        ("a.argsort(axis=0)", "return a.argsort(axis=0)"),
+        ("np.linalg.svd(a) (SVDResult)", "return np.linalg.svd(a, full_matrices=False)"),
+        ("np.einsum('ii->i', a[:, :3]) (diagonal)", "return np.einsum('ii->i', a[:, :3])"),
+        ("np.einsum('ij,jj->i', a, b[:, :4])", "return np.einsum('ij,jj->i', a, b[:, :4])"),
+        ("np.fft.rfft(x) (complex result)", "return np.fft.rfft(x)"),
+    ]),
 ]
 
 ALWAYS_BREAK: list[Probe] = [

@@ -20,6 +20,11 @@ Conventions:
   derivative 0. `x ** y` has derivative 0 in x where y == 0, and 0 in y where
   x == 0.
 - The derivative of `cumprod` is not provided (an error names it).
+- `array.routine` (numpy's sort/LAPACK routines) has rules per routine name
+  (`ROUTINE_RULES`): linalg.norm (2-norm and Frobenius; derivative 0 at 0),
+  solve, inv, det, slogdet, cholesky, and sort (the gradient scattered back
+  through a stable argsort: of tied values, each keeps its own position's).
+  Others (svd, eigh, qr, partition, ...) raise NotDifferentiable naming them.
 
 `Autograd` is the same transformation as a module pass (`xdsl-opt -p
 autograd`): the function's first result, a scalar, is differentiated with
@@ -326,6 +331,157 @@ def _ufunc(e: Emit, op: A.UfuncOp, g, act):
     return rule(e, ins, op.result, g, act)
 
 
+# ---------------------------------------------------------------------------
+# array.routine by numpy name: rule(e, op, g, active) -> per-operand gradient,
+# g one cotangent per result (None for a result no gradient reaches) where the
+# routine has several results. Derivatives as HIPS autograd takes them.
+# ---------------------------------------------------------------------------
+
+def _mT(e: Emit, v: SSAValue) -> SSAValue:
+    r = len(_shape(v))
+    return e.P.transpose(v, [*range(r - 2), r - 1, r - 2])
+
+
+def _call(e: Emit, fn: str, inputs: list[SSAValue], shape, dtype, **config) -> SSAValue:
+    return e.P.routine(fn, inputs, config, [(tuple(shape), dtype)])[0]
+
+
+def _config(op: A.RoutineOp) -> dict:
+    return op.kwargs()
+
+
+def _matrix_scale(e: Emit, c: SSAValue, m: SSAValue) -> SSAValue:
+    """c[..., None, None] * m, c of m's batch shape."""
+    s = _shape(m)
+    return e.mul(e.P.broadcast(e.P.reshape(c, (*s[:-2], 1, 1)), s), m)
+
+
+def _norm_vjp(e: Emit, op, g, act):
+    x, n = op.inputs[0], op.results[0]
+    cfg = _config(op)
+    ord_, axis = cfg.get("ord"), cfg.get("axis")
+    nd = len(_shape(x))
+    axes = tuple(range(nd)) if axis is None else (axis,) if isinstance(axis, int) else axis
+    axes = tuple(a % nd for a in axes) if nd else ()
+    two = ord_ is None or ord_ == "fro" or (ord_ == 2 and len(axes) == 1)
+    if not two:
+        raise NotDifferentiable(f"lowering.grad: the derivative of np.linalg.norm is provided "
+                                f"for the 2-norm and the Frobenius norm, not ord={ord_!r}")
+    # g * x / norm; 0 where the norm is 0 (the subgradient 0, as abs has at 0),
+    # dividing by 1 there: no 0/0 to raise numpy's "invalid" flag
+    shape = _shape(x)
+    ne = e.expand(n, shape, axes)
+    zero = e.eq(ne, e.zeros_like(ne))
+    q = e.div(x, e.select(zero, e.like(1.0, ne), ne))
+    return [e.mul(e.expand(g, shape, axes), e.where_zero(zero, q))]
+
+
+def _solve_vjp(e: Emit, op, g, act):
+    a, b = op.inputs
+    x = op.results[0]
+    m = _shape(a)[-1]
+    vector = len(_shape(b)) == 1
+    x2 = e.P.reshape(x, (*_shape(x), 1)) if vector else x
+    g2 = e.P.reshape(g, _shape(x2))
+    batch = _shape(x2)[:-2]
+    at = e.P.broadcast(_mT(e, a), (*batch, m, m))
+    gb2 = _call(e, "np.linalg.solve", [at, g2], _shape(x2), _dtype(x))
+    ga = gb = None
+    if act[0]:
+        ga = e.sum_to(e.neg(e.P.dot(gb2, _mT(e, x2))), _shape(a))
+    if act[1]:
+        gb = e.sum_to(e.P.reshape(gb2, _shape(x)) if vector else gb2, _shape(b))
+    return [ga, gb]
+
+
+def _inv_vjp(e: Emit, op, g, act):
+    yt = _mT(e, op.results[0])
+    return [e.neg(e.P.dot(e.P.dot(yt, g), yt))]
+
+
+def _inv_t(e: Emit, a: SSAValue) -> SSAValue:
+    return _mT(e, _call(e, "np.linalg.inv", [a], _shape(a), _dtype(a)))
+
+
+def _det_vjp(e: Emit, op, g, act):
+    a = op.inputs[0]
+    return [_matrix_scale(e, e.mul(g, op.results[0]), _inv_t(e, a))]
+
+
+def _slogdet_vjp(e: Emit, op, g, act):
+    a = op.inputs[0]
+    g_log = g[1]  # the sign is locally constant
+    if g_log is None:
+        return [None]
+    return [_matrix_scale(e, g_log, _inv_t(e, a))]
+
+
+def _cholesky_vjp(e: Emit, op, g, act):
+    """Murray (2016): with P = Φ(Lᵀ Ḡ) (lower triangle, diagonal halved),
+    S = L⁻ᵀ P L⁻¹ and Ā = (S + Sᵀ) / 2."""
+    upper = bool(_config(op).get("upper", False))
+    L, gL = op.results[0], g
+    if upper:  # U = Lᵀ
+        L, gL = _mT(e, L), _mT(e, g)
+    shape, dt = _shape(L), _dtype(L)
+    i64 = np.dtype(np.int64)
+    rows, cols = e.P.iota(shape, len(shape) - 2, i64), e.P.iota(shape, len(shape) - 1, i64)
+    lower = e.P.compare("ge", rows, cols)
+    diag = e.P.compare("eq", rows, cols)
+    p = e.P.dot(_mT(e, L), gL)
+    p = e.select(lower, p, e.zeros_like(p))
+    p = e.select(diag, e.scale(p, 0.5), p)
+    linv = _call(e, "np.linalg.inv", [L], shape, dt)
+    s = e.P.dot(e.P.dot(_mT(e, linv), p), linv)
+    return [e.scale(e.add(s, _mT(e, s)), 0.5)]
+
+
+def _sort_vjp(e: Emit, op, g, act):
+    """The gradient of the sorted values goes back to where each came from:
+    a scatter through the (stable) argsort permutation."""
+    x = op.inputs[0]
+    shape = _shape(x)
+    ax = _config(op)["axis"] % len(shape)
+    n = shape[ax]
+    total = int(np.prod(shape, dtype=np.int64))
+    if total == 0:
+        return [e.zeros_like(x)]
+    i64 = np.dtype(np.int64)
+    perm = _call(e, "np.argsort", [x], shape, i64, axis=ax, kind=None, stable=True)
+    order = [d for d in range(len(shape)) if d != ax] + [ax]
+    inv = [int(i) for i in np.argsort(order)]
+    rows = total // n
+    pt = e.P.reshape(e.P.transpose(perm, order), (rows, n))
+    gt = e.P.reshape(e.P.transpose(g, order), (total,))
+    base = e.P.ufunc("multiply", [e.P.iota((rows, n), 0, i64), e.full(n, (rows, n), i64)], i64)
+    flat = e.P.reshape(e.P.ufunc("add", [pt, base], i64), (total,))
+    gx = e.P.scatter(e.zeros_like(gt), flat, gt, 0, "set")
+    tshape = tuple(shape[d] for d in order)
+    return [e.P.transpose(e.P.reshape(gx, tshape), inv)]
+
+
+ROUTINE_RULES: dict[str, Rule] = {
+    "np.linalg.norm": _norm_vjp,
+    "np.linalg.solve": _solve_vjp,
+    "np.linalg.inv": _inv_vjp,
+    "np.linalg.det": _det_vjp,
+    "np.linalg.slogdet": _slogdet_vjp,
+    "np.linalg.cholesky": _cholesky_vjp,
+    "np.sort": _sort_vjp,
+}
+
+
+def _routine(e: Emit, op: A.RoutineOp, g, act):
+    name = op.fn.data
+    ins = list(op.inputs)
+    if any(not is_float(v) for v, a in zip(ins, act) if a):
+        return [None] * len(ins)
+    rule = ROUTINE_RULES.get(name)
+    if rule is None:
+        raise NotDifferentiable(f"lowering.grad: no derivative rule for {name}")
+    return rule(e, op, g, act)
+
+
 RULES: dict[type, Rule] = {
     A.BroadcastOp: _broadcast,
     A.CastOp: _cast,
@@ -342,6 +498,7 @@ RULES: dict[type, Rule] = {
     A.DotOp: _dot,
     A.SelectOp: _select,
     A.UfuncOp: _ufunc,
+    A.RoutineOp: _routine,
 }
 # ops whose results carry no gradient (integer/bool results, or no operands)
 NO_GRADIENT = (A.ConstantOp, A.IotaOp, A.CompareOp, A.ArgReduceOp)
@@ -556,7 +713,7 @@ def backward(ops: Sequence[Operation], wrt: Sequence[SSAValue], outputs: Sequenc
         if o in active:
             accumulate(o, c)
     for op in reversed(list(ops)):
-        if not op.results or op.results[0] not in grads:
+        if not any(r in grads for r in op.results):
             continue
         acts = [v in active for v in op.operands]
         if not any(acts):
@@ -564,7 +721,8 @@ def backward(ops: Sequence[Operation], wrt: Sequence[SSAValue], outputs: Sequenc
         rule = RULES.get(type(op))
         if rule is None:
             raise NotDifferentiable(f"lowering.grad: no derivative rule for {op.name}")
-        g = grads[op.results[0]]
+        # an op with several results (`array.routine`) gets one cotangent (or None) each
+        g = grads[op.results[0]] if len(op.results) == 1 else [grads.get(r) for r in op.results]
         for v, gv in zip(op.operands, rule(e, op, g, acts)):
             if gv is not None and v in active:
                 accumulate(v, gv)

@@ -19,7 +19,8 @@ A gather (`take`, fancy indexing) is a load at a data-dependent index: the
 index value, checked and normalized by `loop.index`, is one more index of the
 load; a scatter and a scan (`cumsum`) are kernels whose points run in order.
 Ops the loop level does not generate become `loop.extern` calls (matmul goes
-to BLAS; concat/pad/insert_slice run in numpy for now).
+to BLAS; concat/pad/insert_slice run in numpy for now; an `array.routine` is its
+numpy routine, one extern for all of its results, named `numpy:np.linalg.svd`).
 Every kernel records the tensor ops fused into it and every refused fusion
 leaves a reason (`LoweringReport`), which `explain` shows."""
 
@@ -428,7 +429,11 @@ class Lowering:
 
     def _realize(self, op: Operation, v: SSAValue) -> None:
         if not generated(op):
+            if all(r in self.buffer for r in op.results):
+                return  # one extern makes all of a routine's results
             fn = f"numpy:{op.name}"
+            if isinstance(op, A.RoutineOp):
+                fn = f"numpy:{op.fn.data}"  # the routine's numpy name (`explain` shows it)
             if isinstance(op, A.DotOp):
                 ops = [blas_operand(o) for o in op.operands]
                 ins = [self.buffer[o] for o, _ in ops]
@@ -496,32 +501,39 @@ class KernelEmitter:
 
     # phase 1: which reductions does the root need, at which index?
     def _collect(self, v: SSAValue, idx: Index, found: list, seen: set) -> None:
-        key = (v, tuple(map(str, idx)))
-        if key in seen:
-            return
-        seen.add(key)
-        if v in self.lw.realized and v is not self.root:
-            return
-        op = v.owner
-        if isinstance(v, BlockArgument):
-            return
-        if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
-            for o, i in self._reduce_operand_index(op, idx, None):
-                self._collect(o, i, found, seen)
-            found.append((v, idx))
-            return
-        if isinstance(op, A.DotOp):  # its operands are realized
-            return
-        if isinstance(op, A.GatherOp):  # the input at a data-dependent index
-            ax, r = op.axis.value.data, op.indices.type.get_num_dims()
-            self._collect(op.indices, idx[ax:ax + r], found, seen)
-            self._collect(op.input, (*idx[:ax], dim(DATA_DIM), *idx[ax + r:]), found, seen)
-            return
-        if is_view(op):
-            self._collect(op.operands[0], through_view(op, idx), found, seen)
-            return
-        for o in op.operands:
-            self._collect(o, idx, found, seen)
+        """Depth-first from (v, idx), operands in order; a reduction is
+        appended to `found` after the reductions it needs. Iterative (an
+        explicit stack): a chain of thousands of fused ops is one walk, not
+        thousands of nested calls."""
+        stack: list[tuple[SSAValue, Index, bool]] = [(v, idx, False)]
+        while stack:
+            v, idx, done = stack.pop()
+            if done:  # a reduction whose operands have all been walked
+                found.append((v, idx))
+                continue
+            key = (v, tuple(map(str, idx)))
+            if key in seen:
+                continue
+            seen.add(key)
+            if v in self.lw.realized and v is not self.root:
+                continue
+            op = v.owner
+            if isinstance(v, BlockArgument):
+                continue
+            if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
+                stack.append((v, idx, True))
+                todo = self._reduce_operand_index(op, idx, None)
+            elif isinstance(op, A.DotOp):  # its operands are realized
+                continue
+            elif isinstance(op, A.GatherOp):  # the input at a data-dependent index
+                ax, r = op.axis.value.data, op.indices.type.get_num_dims()
+                todo = [(op.indices, idx[ax:ax + r]),
+                        (op.input, (*idx[:ax], dim(DATA_DIM), *idx[ax + r:]))]
+            elif is_view(op):
+                todo = [(op.operands[0], through_view(op, idx))]
+            else:
+                todo = [(o, idx) for o in op.operands]
+            stack.extend((o, i, False) for o, i in reversed(todo))
 
     def _reduce_operand_index(self, op, idx: Index, first_dim: int | None):
         """Operand index of a reduction at output index idx; its reduced dims
@@ -619,12 +631,37 @@ class KernelEmitter:
 
     # phase 2: scalar code for v at idx in the current region
     def value_at(self, v: SSAValue, idx: Index) -> SSAValue:
-        key = (v, tuple(map(str, idx)))
-        hit = self.memo.get(key) or self.kmemo.get(key)
+        """The scalar value of v at idx, its operands' code emitted first.
+        `_value_steps` asks for operand values by yielding them; this loop
+        answers from the memo or runs the operand's own steps on an explicit
+        stack, so a chain of thousands of fused ops nests no Python calls."""
+        hit = self._memo_hit(v, idx)
         if hit is not None:
             return hit
-        res = self._value_at(v, idx)
-        self.memo[key] = res
+        stack = [self._value_steps(v, idx)]
+        res: SSAValue | None = None
+        while stack:
+            try:
+                ask = stack[-1].send(res)
+            except StopIteration as done:
+                stack.pop()
+                res = done.value
+                continue
+            res = self._memo_hit(*ask)
+            if res is None:
+                stack.append(self._value_steps(*ask))
+        assert res is not None
+        return res
+
+    def _memo_hit(self, v: SSAValue, idx: Index) -> SSAValue | None:
+        key = (v, tuple(map(str, idx)))
+        return self.memo.get(key) or self.kmemo.get(key)
+
+    def _value_steps(self, v: SSAValue, idx: Index):
+        """Generator: yields (operand, index) for each operand value it needs
+        (sent back by `value_at`), emits v's code and returns its value."""
+        res = yield from self._value_at(v, idx)
+        self.memo[(v, tuple(map(str, idx)))] = res
         op = v.owner
         if (isinstance(op, Operation) and not (v in self.lw.buffer and v is not self.root)
                 and not is_view(op) and not isinstance(op, A.ConstantOp)):
@@ -637,7 +674,8 @@ class KernelEmitter:
         self.block.add_op(op)
         return op.results[0]
 
-    def _value_at(self, v: SSAValue, idx: Index) -> SSAValue:
+    def _value_at(self, v: SSAValue, idx: Index):
+        """Generator (see `_value_steps`): `yield (o, i)` is the value of o at i."""
         lw = self.lw
         if v in lw.buffer and (v in lw.realized or isinstance(v, BlockArgument)) and v is not self.root:
             buf = lw.buffer[v]
@@ -647,7 +685,7 @@ class KernelEmitter:
         if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
             raise Restart(v, f"{op.name} is realized: needed inside another loop")
         if is_view(op):
-            return self.value_at(op.operands[0], through_view(op, idx))
+            return (yield (op.operands[0], through_view(op, idx)))
         el = v.type.element_type
         if isinstance(op, A.ConstantOp):
             return self._emit(L.ConstOp(op.value.data, el))
@@ -657,20 +695,23 @@ class KernelEmitter:
             i, j = idx[-2], idx[-1]
             acc = self._emit(L.ConstOp("0.0", el))
             for k in range(op.lhs.type.get_shape()[-1]):
-                a, b = self.value_at(op.lhs, (i, const(k))), self.value_at(op.rhs, (const(k), j))
+                a = yield (op.lhs, (i, const(k)))
+                b = yield (op.rhs, (const(k), j))
                 acc = self._emit(math.FmaOp(a, b, acc))
             return acc
         if isinstance(op, A.GatherOp):
             # the index value becomes one more dim of this region's loads
             ax, r = op.axis.value.data, op.indices.type.get_num_dims()
-            j = self._data_dim(self.value_at(op.indices, idx[ax:ax + r]), op.input, ax)
-            return self.value_at(op.input, (*idx[:ax], j, *idx[ax + r:]))
+            j = self._data_dim((yield (op.indices, idx[ax:ax + r])), op.input, ax)
+            return (yield (op.input, (*idx[:ax], j, *idx[ax + r:])))
         if isinstance(op, A.IotaOp):
             d = op.dimension.value.data
             i = self._index_value(idx[d])
             c = self._emit(arith.IndexCastOp(i, i64))
             return c if el == i64 else self._emit(L.CastOp(c, el))
-        args = [self.value_at(o, idx) for o in op.operands]
+        args = []
+        for o in op.operands:
+            args.append((yield (o, idx)))
         if isinstance(op, A.UfuncOp):
             return self._emit(L.UfuncOp(op.fn.data, args, el))
         if isinstance(op, A.CastOp):
@@ -923,7 +964,7 @@ def describe(op: Operation) -> str:
     from xdsl.dialects.builtin import FileLineColLoc
 
     loc = op.location
-    name = op.name + (f" \"{op.fn.data}\"" if isinstance(op, A.UfuncOp) else "")
+    name = op.name + (f" \"{op.fn.data}\"" if isinstance(op, (A.UfuncOp, A.RoutineOp)) else "")
     if isinstance(loc, FileLineColLoc):
         return f"{name} ({loc.filename.data.rsplit('/', 1)[-1]}:{loc.line.data})"
     return name

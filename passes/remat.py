@@ -11,11 +11,12 @@ Strategies:
   infinite edge to the sink. The graph's inputs cost nothing to keep (the
   caller holds them), so the source reaches them for free. Values the forward
   outputs need and that must not be recomputed (matmuls, scans, reductions
-  whose input is more than 4x their output) hang from the source too. The
-  minimum cut is the set of values to save; every forward op on the sink side
-  that the backward needs is recomputed there, where it fuses with the
-  backward's own kernels. Ops inside `lowering.checkpoint` regions (`remat`
-  attribute) are never saved (infinite capacity) nor banned.
+  whose input is more than 4x their output, numpy routines: sorts, LAPACK)
+  hang from the source too. The minimum cut is the set of values to save;
+  every forward op on the sink side that the backward needs is recomputed
+  there, where it fuses with the backward's own kernels. Ops inside
+  `lowering.checkpoint` regions (`remat` attribute) are never saved (infinite
+  capacity) nor banned.
 - `memory_budget` (a fraction of save_all's bytes): the least recomputation
   that fits — save_all, then min_cut, then min_cut with the bans lifted
   (matmuls and reductions recomputed too); if none fits, the smallest, and the
@@ -51,8 +52,9 @@ def nbytes(v: SSAValue) -> int:
 
 
 def _banned(op: Operation) -> bool:
-    """Too expensive to recompute: matmuls, scans, big reductions."""
-    if isinstance(op, (A.DotOp, A.ScanOp, A.ArgReduceOp)):
+    """Too expensive to recompute: matmuls, scans, big reductions, numpy
+    routines (sorts, LAPACK)."""
+    if isinstance(op, (A.DotOp, A.ScanOp, A.ArgReduceOp, A.RoutineOp)):
         return True
     if isinstance(op, A.ReduceOp):
         return nbytes(op.input) > 4 * nbytes(op.result)
@@ -131,28 +133,24 @@ def _materialized(values: list[SSAValue], args: set[SSAValue]) -> list[SSAValue]
     slice — index maps, never copies) save their source instead; inputs and
     values computed from constants alone cost nothing."""
     out: list[SSAValue] = []
-
-    def free(v: SSAValue) -> bool:
-        op = v.owner
-        if not isinstance(op, Operation):
-            return v in args
-        if isinstance(op, (A.ConstantOp, A.IotaOp)):
-            return True
-        return isinstance(op, _VIEWS) and free(op.operands[0])
-
-    def visit(v: SSAValue) -> None:
+    seen: set[SSAValue] = set()
+    # depth-first, operands in order, on an explicit stack (a checkpointed
+    # chain of thousands of ops nests no calls); a value is visited once
+    stack = list(reversed(values))
+    while stack:
+        v = stack.pop()
         while isinstance(v.owner, _VIEWS):
             v = v.owner.operands[0]
+        if v in seen:
+            continue
+        seen.add(v)
         op = v.owner
         if isinstance(op, Operation) and op.attributes.get(REMAT) is not None:
-            for o in op.operands:  # checkpointed: saved as what it is computed from
-                visit(o)
-            return
-        if not free(v) and v not in out:
+            # checkpointed: saved as what it is computed from
+            stack.extend(reversed(op.operands))
+        elif not (v in args if not isinstance(op, Operation)
+                  else isinstance(op, (A.ConstantOp, A.IotaOp))):
             out.append(v)
-
-    for v in values:
-        visit(v)
     return out
 
 

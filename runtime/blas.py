@@ -8,6 +8,7 @@ it, or with another BLAS, matmuls run as numpy runs them."""
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable
 
 import numpy as np
@@ -15,6 +16,10 @@ import numpy as np
 SMALL_FLOPS = 1 << 22  # 4 MFLOP: ~0.1 ms on one core
 
 _setter: tuple[Callable[[int], None], int] | None | bool = False
+# BLAS's thread count is process-wide: the probe runs once, and one small
+# product at a time sets it to 1 and back (interleaved, one thread's restore
+# would change the count under another thread's small product)
+_lock = threading.Lock()
 
 
 def _find() -> tuple[Callable[[int], None], int] | None:
@@ -41,7 +46,9 @@ def _find() -> tuple[Callable[[int], None], int] | None:
 def setter() -> tuple[Callable[[int], None], int] | None:
     global _setter
     if _setter is False:
-        _setter = _find()
+        with _lock:
+            if _setter is False:
+                _setter = _find()
     return _setter  # type: ignore[return-value]
 
 
@@ -57,10 +64,11 @@ def matmul(ta: bool, tb: bool, flops: int) -> Callable:
     set_threads, default = s
 
     def small(a, b, out):
-        set_threads(1)
-        try:
-            plain(a, b, out)
-        finally:
-            set_threads(default)
+        with _lock:
+            set_threads(1)
+            try:
+                plain(a, b, out)
+            finally:
+                set_threads(default)
 
     return small

@@ -11,10 +11,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import llvmlite.binding as llvm
 
-KERNEL_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+# a kernel returns the IEEE exception flags it raised on its thread (MXCSR
+# bits, `runtime/errors.py`)
+KERNEL_TYPE = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
+                               ctypes.c_void_p)
 # the same entry called with the GIL held: cheaper when the kernel is tiny
-SERIAL_KERNEL_TYPE = ctypes.PYFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p,
-                                       ctypes.c_void_p)
+SERIAL_KERNEL_TYPE = ctypes.PYFUNCTYPE(ctypes.c_int32, ctypes.c_int64, ctypes.c_int64,
+                                       ctypes.c_void_p, ctypes.c_void_p)
 
 
 def serial_entry(fn):
@@ -133,16 +136,17 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
-def launch(fn, work: int, bufs, strides, threads: int) -> None:
-    """Run fn over [0, work), one contiguous chunk per thread."""
+def launch(fn, work: int, bufs, status, threads: int) -> int:
+    """Run fn over [0, work), one contiguous chunk per thread; the exception
+    flags raised on any of the threads."""
     if work <= 0:
-        return
+        return 0
     threads = min(threads, work)
     if threads <= 1:
-        fn(0, work, bufs, strides)
-        return
+        return fn(0, work, bufs, status)
     bounds = [work * i // threads for i in range(threads + 1)]
-    futs = [pool().submit(fn, bounds[i], bounds[i + 1], bufs, strides) for i in range(1, threads)]
-    fn(bounds[0], bounds[1], bufs, strides)
+    futs = [pool().submit(fn, bounds[i], bounds[i + 1], bufs, status) for i in range(1, threads)]
+    flags = fn(bounds[0], bounds[1], bufs, status)
     for f in futs:
-        f.result()
+        flags |= f.result()
+    return flags

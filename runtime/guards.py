@@ -33,7 +33,7 @@ class Check:
     where: str  # "L" (call leaves) or "G" (globals/closures)
     index: int
     name: str
-    kind: str  # "array" | "generic" | "float" | "value" | "identity" | "alias"
+    kind: str  # "array" | "generic" | "float" | "value" | "identity" | "alias" | "is_leaf" | "type" | "len"
     expected: Any = None
 
     def expr(self) -> str:
@@ -62,6 +62,12 @@ class Check:
             return f"{x} is {self.index_name('v')}"
         if k == "alias":
             return f"{x} is {self.where}[{self.expected}]"
+        if k == "is_leaf":
+            return f"{x} is L[{self.expected}]"
+        if k == "type":
+            return f"type({x}) is {self.index_name('ty')}"
+        if k == "len":
+            return f"len({x}) == {self.expected!r}"
         raise ValueError(k)
 
     def index_name(self, what: str) -> str:
@@ -70,7 +76,7 @@ class Check:
     def constants(self) -> dict[str, Any]:
         if self.kind == "array":
             return {self.index_name("dt"): self.expected[0]}
-        if self.kind == "generic":
+        if self.kind in ("generic", "type"):
             return {self.index_name("ty"): self.expected}
         if self.kind == "value":
             return {self.index_name("ty"): type(self.expected), self.index_name("v"): self.expected}
@@ -114,6 +120,12 @@ class Check:
         if k == "alias":
             same = x is other
             return None if same else f"{n} no longer is the same object as argument {self.expected}"
+        if k == "is_leaf":
+            return None if x is other else f"{n} no longer is the same array as argument {self.expected}"
+        if k == "type":
+            return None if type(x) is self.expected else f"{n} type mismatch: expected {self.expected.__name__}, got {type(x).__name__}"
+        if k == "len":
+            return None if len(x) == self.expected else f"{n} length mismatch: expected {self.expected}, got {len(x)}"
         return None
 
     def describe(self) -> str:
@@ -130,17 +142,24 @@ class Check:
             return f"{self.name} == {self.expected!r} (specialized)"
         if k == "identity":
             return f"{self.name} is the same object"
+        if k == "type":
+            return f"{self.name}: {self.expected.__name__} (contents guarded by path)"
+        if k == "len":
+            return f"len({self.name}) == {self.expected}"
+        if k == "is_leaf":
+            return f"{self.name} is argument {self.expected}"
         return f"{self.name} is argument {self.expected}"
 
 
 class GuardSet:
     def __init__(self, treedef: Any, n_leaves: int, checks: list[Check], no_overlap: bool,
-                 array_leaves: list[int]):
+                 array_leaves: list[int], global_arrays: list[int] = ()):
         self.treedef = treedef
         self.n_leaves = n_leaves
         self.checks = checks
         self.no_overlap = no_overlap  # mutating entries need distinct, non-overlapping arrays
         self.array_leaves = array_leaves
+        self.global_arrays = list(global_arrays)  # arrays read through paths (state)
         self._fn = self._generate()
 
     def _generate(self):
@@ -150,7 +169,7 @@ class GuardSet:
             ns.update(c.constants())
             conds.append(c.expr())
         if self.no_overlap:
-            conds.append(f"not _overlap(L, {self.array_leaves!r})")
+            conds.append(f"not _overlap(L, {self.array_leaves!r}, G, {self.global_arrays!r})")
         src = "def guard(treedef, L, G):\n    n = len(L)\n    return treedef == _treedef and " + " and ".join(conds) + "\n"
         exec(compile(src, "<lowering guard>", "exec"), ns)
         self.source = src
@@ -168,11 +187,12 @@ class GuardSet:
         for c in self.checks:
             src = leaves if c.where == "L" else globals_
             x = src[c.index] if c.index < len(src) else None
-            other = src[c.expected] if c.kind == "alias" else None
+            other = (src[c.expected] if c.kind == "alias"
+                     else leaves[c.expected] if c.kind == "is_leaf" else None)
             msg = c.failure(x, other)
             if msg:
                 return msg
-        if self.no_overlap and _overlap(leaves, self.array_leaves):
+        if self.no_overlap and _overlap(leaves, self.array_leaves, globals_, self.global_arrays):
             return "two array arguments overlap in memory and the function writes to its inputs"
         return "no guard failed"
 
@@ -183,8 +203,8 @@ class GuardSet:
         return out
 
 
-def _overlap(leaves, idx) -> bool:
-    arrs = [leaves[i] for i in idx]
+def _overlap(leaves, idx, globals_=(), gidx=()) -> bool:
+    arrs = [leaves[i] for i in idx] + [globals_[i] for i in gidx]
     for i in range(len(arrs)):
         for j in range(i + 1, len(arrs)):
             if arrs[i] is not arrs[j] and np.may_share_memory(arrs[i], arrs[j]):

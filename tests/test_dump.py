@@ -285,7 +285,7 @@ def test_cli_output_is_what_xdsl_opt_reads(tmp_path):
 
 
 @pytest.mark.parametrize("stage, needle", [
-    ("loop", "loop.kernel"), ("kernel", "kernel.kernel"), ("llvm", "define void"),
+    ("loop", "loop.kernel"), ("kernel", "kernel.kernel"), ("llvm", "define i32"),
     ("asm", "ret"),
 ])
 def test_lower_stages_print(stage, needle):
@@ -306,8 +306,13 @@ def test_stage_all_prints_every_level_in_order():
     assert marks == sorted(marks)
 
 
-def test_grad_dump_shows_joint_forward_backward_and_saved_bytes():
-    code, out = run_main("--example", "mlp", "--args", "f32[8,16] f32[16,32] f32[32] f32[32,4] f32[4]",
+def test_grad_dump_shows_joint_forward_backward_and_saved_bytes(tmp_path):
+    p = tmp_path / "loss.py"
+    p.write_text("import numpy as np\n"
+                 "def loss(X, W1, b1, W2, b2):\n"
+                 "    h = np.maximum(X @ W1 + b1, 0.0)\n"
+                 "    return ((h @ W2 + b2) ** 2).sum()\n")
+    code, out = run_main(f"{p}::loss", "--args", "f32[8,16] f32[16,32] f32[32] f32[32,4] f32[4]",
                          "--grad", "--memory-budget", "0.5")
     assert code == 0
     assert "joint forward+backward" in out and "{bwd}" in out
@@ -329,3 +334,12 @@ def test_grad_dump_shows_joint_forward_backward_and_saved_bytes():
 def test_grad_dump_needs_a_float_argument_and_budget_needs_grad():
     code, _ = run_main("--example", "mlp", "--memory-budget", "0.5")
     assert code == 2
+
+
+def test_grad_dump_refuses_a_non_scalar_function_and_a_stage(capsys):
+    code, _ = run_main("--example", "softmax", "--args", "f32[4,8]", "--grad")
+    assert code == 2
+    assert "must return a scalar, got (4, 8)" in capsys.readouterr().err
+    code, _ = run_main("--example", "layernorm", "--grad", "--stage", "kernel")
+    assert code == 2
+    assert "--stage does not apply" in capsys.readouterr().err

@@ -270,3 +270,13 @@ def test_unary_operators_on_a_python_bool(src, s):
     not numpy's bool ops, and the results come back as Python ints."""
     fn = eval(f"lambda x, t: ({src}, x * 2)")  # noqa: S307 - test source
     assert_matches_numpy(fn, np.ones(3, np.float32), s, rtol=0.0, calls=2)
+
+
+def test_python_float_power_is_pythons():
+    # numpy's power takes sqrt for x**0.5 (-0.0 ** 0.5 is -0.0 there); between
+    # Python floats it is Python's pow: 0.0, and inf for -inf ** 0.5
+    g = lowering.compile(lambda s, t: (s ** 0.5, 2.0 ** s, s ** t, t ** 2))
+    for s, t in [(-0.0, 3), (float("-inf"), 2), (4.0, -1), (0.25, 0)]:
+        got, want = g(s, t), (s ** 0.5, 2.0 ** s, s ** t, t ** 2)
+        for a, b in zip(got, want):
+            assert type(a) is type(b) and repr(a) == repr(b)

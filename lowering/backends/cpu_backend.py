@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import re
 import threading
 from dataclasses import dataclass
 
@@ -21,7 +22,7 @@ from dialects import kernel as K
 from dialects import loop as L
 from passes.lower_to_loop import lower_func
 from passes.schedule import Schedule
-from runtime import blas, cpu
+from runtime import blas, cpu, errors
 from runtime.memory import POOL
 
 from ..capture.dtypes import from_ir
@@ -63,9 +64,39 @@ def emit_llvm(kernel_module: ModuleOp, prefix: str = "") -> tuple[str, list[K.Ke
     # AVX-512 CPUs: LLVM otherwise prefers 256-bit vectors; our loops are
     # written for the full width (llvmlite's builder has no string attributes)
     bits = cpu.vector_bits()
-    text = str(em.module).replace(
-        ") nounwind\n{", f') nounwind "prefer-vector-width"="{bits}" "min-legal-vector-width"="{bits}"\n{{')
+    text = quiet_compares(str(em.module))
+    for attrs in ("nounwind", "noinline nounwind"):  # the kernels and their bodies
+        text = text.replace(f") {attrs}\n{{", f') {attrs} "prefer-vector-width"="{bits}" '
+                            f'"min-legal-vector-width"="{bits}"\n{{')
     return text, kernels
+
+
+_SIGNALING = re.compile(r"^(\s*%\S+ = )fcmp (olt|ole|ogt|oge|ult|ule|ugt|uge) "
+                        r"(<(\d+) x (double|float|half)>|double|float|half) (<[^>]*>|[^,\s]+), (.+)$",
+                        re.M)
+_FLOAT_SUFFIX = {"double": "f64", "float": "f32", "half": "f16"}
+
+
+def quiet_compares(text: str) -> str:
+    """Float comparisons that raise no exception on a quiet NaN, as numpy's:
+    x86 lowers `fcmp olt` and the other ordering predicates to signaling
+    compares (`vcmpltpd`: invalid on any NaN) and `select(a > b, a, b)` to
+    `vmaxpd` (the same), so `x < nan` or `np.maximum(nan, 1)` would flag
+    invalid. The constrained intrinsic with strict exceptions is lowered to
+    the quiet predicates (`vcmplt_oqpd`, `vucomisd`)."""
+    declared: dict[str, str] = {}
+
+    def sub(m: re.Match) -> str:
+        lhs, pred, ty, n, el, a, b = m.groups()
+        suffix = (f"v{n}" if n else "") + _FLOAT_SUFFIX[el or ty]
+        res = f"<{n} x i1>" if n else "i1"
+        name = f"llvm.experimental.constrained.fcmp.{suffix}"
+        declared[name] = f"declare {res} @{name}({ty}, {ty}, metadata, metadata)"
+        return (f'{lhs}call {res} @{name}({ty} {a}, {ty} {b}, metadata !"{pred}", '
+                f'metadata !"fpexcept.strict")')
+
+    text = _SIGNALING.sub(sub, text)
+    return text + "".join(f"\n{d}\n" for d in declared.values())
 
 
 def _parse_extern(text: str):
@@ -114,9 +145,10 @@ class CpuProgram:
                     if op.fn.data == "numpy:array.constant":
                         constants[len(steps)] = rule()
 
-                    def run(*arrs, rule=rule, k=len(ins)):
-                        res = rule(*arrs[:k])
-                        arrs[k][...] = res
+                    def run(*arrs, rule=rule, k=len(ins), m=len(outs)):
+                        res = rule(*arrs[:k])  # a tuple where the op has several results
+                        for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
+                            buf[...] = r
                 steps.append(Step("extern", (run, ins + outs)))
             elif isinstance(op, func.ReturnOp):
                 self.outputs = tuple(slots[v] for v in op.arguments)
@@ -129,6 +161,7 @@ class CpuProgram:
         allocated = {st.args[0] for st in steps if st.kind == "alloc"}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
         self._lock = threading.Lock()
+        self.collector = errors.Collector()  # the flags of numpy externs
 
     def _kernel_step(self, k: K.KernelOp, slots) -> Step:
         fn = self._fns[k.sym_name.data]
@@ -144,6 +177,7 @@ class CpuProgram:
 
     def _run(self, inputs):
         vals = list(inputs) + [None] * (self.n_slots - len(inputs))
+        flags = 0  # IEEE exceptions raised (MXCSR bits): checked before returning
         for st, dead in zip(self.steps, self.dead_after):
             kind = st.kind
             if kind == "kernel":
@@ -154,10 +188,10 @@ class CpuProgram:
                         raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
                     ptrs[j] = id(a)  # alive in vals until the kernel returned
                 if checks is None:
-                    cpu.launch(fn, work, ptrs, None, threads)
+                    flags |= cpu.launch(fn, work, ptrs, None, threads)
                 else:
                     checks.status[0] = 0
-                    cpu.launch(fn, work, ptrs, checks.address, threads)
+                    flags |= cpu.launch(fn, work, ptrs, checks.address, threads)
                     if checks.status[0]:
                         raise checks.error()
             elif kind == "alloc":
@@ -165,10 +199,17 @@ class CpuProgram:
                 vals[slot] = POOL.empty(shape, dtype) if static is None else static
             else:
                 run, idx = st.args
-                with np.errstate(all="ignore"):
+                collector = self.collector
+                token = collector.enter()  # numpy's own flags, as numpy detects them
+                try:
                     run(*[vals[i] for i in idx])
+                finally:
+                    collector.exit(token)
+                flags |= collector.bits
             for s in dead:  # its buffer goes back to the pool for the next alloc
                 vals[s] = None
+        if flags:
+            errors.check(flags)
         return [vals[i] for i in self.outputs]
 
 

@@ -155,6 +155,23 @@ def _ufunc(op: A.UfuncOp):
     return run
 
 
+def _routine(op: A.RoutineOp):
+    """The numpy routine itself; a rule of an op with several results returns a
+    tuple, one array per result, in the result's dtype."""
+    from .. import routines
+
+    name, config = op.fn.data, op.kwargs()
+    dts = [from_ir(r.type.element_type) for r in op.results]
+
+    def run(*xs):
+        rs = [_arr(r) for r in routines.call(name, list(xs), config)]
+        rs = [r if r.dtype == dt else r.astype(dt) for r, dt in zip(rs, dts)]
+        return tuple(rs) if len(rs) > 1 else rs[0]
+
+    run.op_name = name  # type: ignore[attr-defined]  # explain names the numpy routine
+    return run
+
+
 RULES: dict[type, Callable[[Operation], Callable]] = {
     A.ConstantOp: _constant,
     A.BroadcastOp: lambda op: (lambda s: lambda x: np.broadcast_to(x, s))(op.result.type.get_shape()),
@@ -178,6 +195,7 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.SelectOp: lambda op: lambda c, a, b: np.where(c, a, b),
     A.CompareOp: lambda op: (lambda f: lambda a, b: _arr(f(a, b)))(_CMP[op.predicate.data]),
     A.UfuncOp: _ufunc,
+    A.RoutineOp: _routine,
 }
 
 # upstream ops produced by `decompose`: numpy functions with their meaning
@@ -199,6 +217,14 @@ for _op, _f in {
     RULES[_op] = _elementwise(_f)
 
 
+def _field(j: int, name: str) -> Callable:
+    def run(results):
+        return results[j]
+
+    run.op_name = f"{name}[{j}]"  # type: ignore[attr-defined]
+    return run
+
+
 def compile_module(module: ModuleOp) -> Program:
     fn = next(op for op in module.ops if isinstance(op, func.FuncOp))
     block = fn.body.blocks[0]
@@ -217,6 +243,14 @@ def compile_module(module: ModuleOp) -> Program:
         if rule is None:
             raise NotImplementedError(f"numpy backend: no rule for {op.name}")
         run = rule(op)
+        if len(op.results) > 1:  # its results: one step each, reading the routine's tuple
+            ins = tuple(slots[v] for v in op.operands)
+            slots[op] = len(slots)
+            steps.append((run, ins, slots[op]))
+            for j, r in enumerate(op.results):
+                slots[r] = len(slots)
+                steps.append((_field(j, name=op.fn.data), (slots[op],), slots[r]))
+            continue
         res = op.results[0]
         slots[res] = len(slots)
         if all(v in known for v in op.operands):

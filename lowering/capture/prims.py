@@ -148,3 +148,12 @@ class Prims:
         sa, sb = shape_of(a), shape_of(b)
         shape = (*sa[:-1], sb[-1])
         return self._emit(A.DotOp(a, b, tensor_type(shape, dtype_of(a))))
+
+    def routine(self, fn: str, inputs: Sequence[SSAValue], config: dict,
+                results: Sequence[tuple[tuple[int, ...], np.dtype]]) -> list[SSAValue]:
+        """numpy's routine `fn` (e.g. "np.linalg.svd") with static keyword
+        arguments `config`; `results` are (shape, dtype) per result."""
+        op = A.RoutineOp(fn, list(inputs), config,
+                         [tensor_type(tuple(s), np.dtype(d)) for s, d in results])
+        self._emit(op)
+        return list(op.results)

@@ -6,6 +6,7 @@ Rules live in `capture/rules/`, one file per family, registered with `@rule`."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -65,6 +66,11 @@ def call_ufunc(tracer, ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict
     _load_rules()
     impl = UFUNC_METHODS.get(method)
     fn = getattr(ufunc, method) if method != "__call__" else ufunc
+    if method in ("__call__", "outer") and any(type(x) in (list, tuple) for x in inputs):
+        # a list holding traced values (`x * [a, b]`) is one array, as
+        # np.asarray makes it — not a graph break per element
+        inputs = tuple(tracer.lift(x) if type(x) in (list, tuple) and _tracer_of([x]) is not None
+                       else x for x in inputs)
     if impl is None:
         return tracer.eager_call(f"np.{ufunc.__name__}.{method} has no capture rule",
                                  fn, inputs, kwargs)
@@ -80,10 +86,24 @@ def astype(x, dtype, casting="unsafe", copy=True):
 
 
 _loaded = False
+_loading = False  # this thread is importing them (a rule module asking again gets what is there)
+_load_lock = threading.RLock()
 
 
 def _load_rules() -> None:
-    global _loaded
-    if not _loaded:
+    """Import every rule family, once per process. `_loaded` turns true only
+    after the tables are complete, and a thread that arrives while another is
+    importing waits for it: no first call, on any thread, sees a partial table
+    (a rule missing there would be a spurious graph break)."""
+    global _loaded, _loading
+    if _loaded:
+        return
+    with _load_lock:
+        if _loaded or _loading:
+            return
+        _loading = True
+        try:
+            from . import rules  # noqa: F401  (registers every rule family)
+        finally:
+            _loading = False
         _loaded = True
-        from . import rules  # noqa: F401  (registers every rule family)

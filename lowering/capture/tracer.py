@@ -109,12 +109,74 @@ class Storage:
 
 
 @dataclass
+class Draw:
+    """A random draw made on every call, in program order, feeding the graph:
+    `method` of the generator at source `source` (None: numpy's global
+    `RandomState`, which the `np.random.*` functions use) with concrete
+    arguments. numpy's own generator draws, so with the same seed the values
+    and the generator's state after the call are numpy's."""
+
+    source: int | None
+    method: str
+    args: tuple
+    kwargs: dict
+    python_float: bool = False  # size=None: numpy returns a Python float
+
+    def moved(self, source: int | None) -> "Draw":
+        return Draw(source, self.method, self.args, self.kwargs, self.python_float)
+
+    def generator(self, sources: list):
+        return np.random.mtrand._rand if self.source is None else sources[self.source]
+
+    def __call__(self, sources: list) -> np.ndarray:
+        r = getattr(self.generator(sources), self.method)(*self.args, **self.kwargs)
+        return np.asarray(r, np.float64) if self.python_float else np.asarray(r)
+
+
+@dataclass
 class Segment:
     """One captured graph: a module plus how to bind its arguments (an int is a
     source index, anything else a concrete array carried from Python)."""
 
     module: ModuleOp
     bindings: list[Any]
+    # how a later call finds each argument: the binding itself (a source
+    # index, a Draw), ("res", k, j) result j of segment k, ("eager", k, j)
+    # array j made by the eager piece after segment k
+    refs: list[Any] = field(default_factory=list)
+    owners: list[int | None] = field(default_factory=list)
+
+
+HOLE = object()  # where a needed value goes in an eager piece's arguments
+
+
+@dataclass
+class EagerPiece:
+    """The numpy call a graph break ran (`eager_call`), to run again on a
+    later call: `fn` on the pytree `tdef` whose traced leaves are the break's
+    needed values; `arrays` what its array results looked like, `others` its
+    other results (which Python saw, so they must come out equal)."""
+
+    fn: Callable
+    tdef: Any
+    leaves: list  # HOLE where a needed value goes, else the constant leaf
+    arrays: list = field(default_factory=list)  # (shape, dtype, strides) per adopted array
+    others: list = field(default_factory=list)  # the non-array leaves of the result
+    result_tdef: Any = None
+
+
+@dataclass
+class BreakRecord:
+    """What crossed from the graph to Python at a break: `needed` (the
+    result of segment k, or a source, with view steps) and the concrete
+    values Python got. A later call may skip the Python up to the next
+    graph when Python gets the same values (`values`, compared bit for bit),
+    or when the break was a numpy call (`eager`), run again on the new
+    values."""
+
+    needed: list  # (ref, steps)
+    values: list
+    eager: EagerPiece | None = None
 
 
 @dataclass
@@ -136,6 +198,8 @@ class Trace:
     # per result of the last graph: the position of the graph input it may be
     # returned as (an unchanged input of its own storage), else None
     owners: list[int | None] = field(default_factory=list)
+    records: list[BreakRecord] = field(default_factory=list)  # one per break
+    replayable: bool = True  # later calls may run the graphs without the Python
 
 
 class Tracer:
@@ -153,6 +217,9 @@ class Tracer:
         # the closed graph it stands for (for differentiating across breaks)
         self.links: dict[SSAValue, SSAValue] = {}
         self.grad_regions = 0  # open grad/value_and_grad/vjp regions
+        # sources from this index on (values walked in Python state) are
+        # graph inputs only where a graph reads them
+        self.prune_from: int | None = None
         self._new_segment()
 
     # ---- segments ---------------------------------------------------------
@@ -160,22 +227,38 @@ class Tracer:
         self.block = Block()
         self.prims = Prims(self.block, location=user_location)
         self.bindings: list[Any] = []
+        self.refs: list[Any] = []
+        self.eager_arrays = 0  # arrays adopted from the current break's eager piece
 
-    def _arg(self, binding: Any, shape, dtype) -> SSAValue:
+    def _arg(self, binding: Any, shape, dtype, ref: Any = None) -> SSAValue:
         arg = self.block.insert_arg(tensor_type(tuple(shape), dtype), len(self.block.args))
         self.bindings.append(binding)
+        if ref is None:
+            if type(binding) is int or isinstance(binding, Draw):
+                ref = binding
+            else:  # a concrete value of unknown origin: later calls re-trace
+                self.trace.replayable = False
+        self.refs.append(ref)
         return arg
 
     def _close(self, outputs: list[SSAValue]) -> Segment:
+        if self.prune_from is not None:
+            for a in reversed(self.block.args):
+                b = self.bindings[a.index]
+                if type(b) is int and b >= self.prune_from and not a.uses and a not in outputs:
+                    del self.bindings[a.index]
+                    del self.refs[a.index]
+                    self.block.erase_arg(a)
         self.block.add_op(func.ReturnOp(*outputs))
         ftype = ([a.type for a in self.block.args], [o.type for o in outputs])
         fn = func.FuncOp("main", ftype, Region(self.block))
-        seg = Segment(ModuleOp([fn]), self.bindings)
+        seg = Segment(ModuleOp([fn]), self.bindings, self.refs)
         self.trace.segments.append(seg)
         return seg
 
     def _concrete_inputs(self, seg: Segment) -> list[np.ndarray]:
-        return [self.source_value(b) if isinstance(b, int) else b for b in seg.bindings]
+        return [self.source_value(b) if type(b) is int else b(self.sources)
+                if isinstance(b, Draw) else b for b in seg.bindings]
 
     def source_value(self, i: int) -> np.ndarray:
         v = self.sources[i]
@@ -186,10 +269,10 @@ class Tracer:
     def _run(self, storages: list[Storage], extra: list[SSAValue]):
         seg = self._close([st.value for st in storages] + extra)
         inputs = self._concrete_inputs(seg)
-        results = self.run_segment(seg.module, inputs)
         pos = [st.arg.index if st.value is st.arg and st.arg in self.block.args else None
                for st in storages]
-        self.trace.owners = pos + [None] * len(extra)
+        self.trace.owners = seg.owners = pos + [None] * len(extra)
+        results = self.run_segment(seg.module, inputs)
         owners = [None if i is None else inputs[i] for i in self.trace.owners]
         return inputs, fresh_results(results, inputs, owners)
 
@@ -218,6 +301,12 @@ class Tracer:
         t = TracedArray(self, st, (), weak=weak, scalar=isinstance(v, (np.generic, float)))
         self.source_arrays[i] = t
         return t
+
+    def draw_input(self, d: "Draw", shape, dtype, weak=None, scalar=False) -> "TracedArray":
+        """The graph input a random draw makes on every call."""
+        st = Storage(self._arg(d, shape, dtype), shape, dtype, c_strides(shape, dtype.itemsize))
+        st.arg = st.value
+        return TracedArray(self, st, (), weak=weak, scalar=scalar)
 
     def lift(self, x: Any) -> "TracedArray":
         """Any array-like operand as a TracedArray: caller/global arrays by
@@ -249,6 +338,8 @@ class Tracer:
                 raise Unsupported(f"scalar of dtype {x.dtype} is not supported")
             return self.wrap(self.prims.constant(x, x.dtype), scalar=True)
         if isinstance(x, (list, tuple)):
+            if _holds_traced(x):  # one array of them (np.asarray), not a break per element
+                return self.lift_nested(x)
             arr = np.asarray(x)
             if arr.dtype == object:
                 return self.lift_nested(x)
@@ -322,8 +413,15 @@ class Tracer:
         t._cache = (st.version, new)
 
     # ---- graph breaks ---------------------------------------------------
-    def graph_break(self, reason: str, needed: list["TracedArray"]) -> list[np.ndarray]:
-        """Run what was captured so far and return concrete values of `needed`."""
+    def graph_break(self, reason: str, needed: list["TracedArray"],
+                    private: "TracedArray | None" = None) -> list[np.ndarray]:
+        """Run what was captured so far and return concrete values of `needed`.
+        `private`: an array the eager code will write into; if its memory is
+        the caller's, it gets a copy (the caller's arrays are written only when
+        the whole call has succeeded)."""
+        folded = conversions.fold_needed(self, needed)  # made from constants alone: no break
+        if folded is not None:
+            return folded
         loc = user_location()
         info = BreakInfo(reason, *(loc or (None, None)))
         if self.fullgraph:
@@ -332,17 +430,44 @@ class Tracer:
         storages: dict[int, Storage] = {}
         for t in self.live.alive() + list(self.source_arrays.values()):
             storages.setdefault(id(t._st), t._st)
-        sts = list(storages.values())
+        # a walked source nothing wrote to is read from its source again,
+        # not passed through the graph
+        unchanged = [st for st in storages.values()
+                     if self.prune_from is not None and st.source is not None
+                     and st.source >= self.prune_from and st.value is st.arg
+                     and not st.mutated and st.arg in self.block.args]
+        sts = [st for st in storages.values() if not any(st is u for u in unchanged)]
         _, results = self._run(sts, [])
+        k = len(self.trace.segments) - 1
         self._new_segment()
-        for st, arr in zip(sts, results):
+        for st in unchanged:
             old = st.value
-            st.value = st.arg = self._arg(arr, st.shape, st.dtype)
+            st.value = st.arg = self._arg(st.source, st.shape, st.dtype)
+            self.links[st.value] = old
+            st.version += 1
+            st.concrete = self.source_value(st.source)
+        for j, (st, arr) in enumerate(zip(sts, results)):
+            old = st.value
+            st.value = st.arg = self._arg(arr, st.shape, st.dtype, ref=("res", k, j))
             self.links[st.value] = old
             st.version += 1
             st.strides = arr.strides
             st.concrete = arr
-        return [np_apply_all(t._steps, t._st.concrete) for t in needed]
+        if private is not None:
+            st = private._st
+            arrays = [v for v in self.sources if isinstance(v, np.ndarray)]
+            if any(np.may_share_memory(st.concrete, v) for v in arrays):
+                own = np.copy(st.concrete, order="K")
+                self.bindings[st.arg.index] = own
+                st.concrete, st.strides = own, own.strides
+                self.trace.replayable = False  # its binding is this call's copy
+        values = [np_apply_all(t._steps, t._st.concrete) for t in needed]
+        if self.grad_regions:
+            self.trace.replayable = False  # gradients link graphs across the break
+        self.trace.records.append(BreakRecord(
+            [(self.refs[t._st.arg.index], t._steps) for t in needed],
+            [np.array(v, copy=True) for v in values]))
+        return values
 
     def eager_call(self, reason: str, fn: Callable, args: tuple, kwargs: dict,
                    mutates: "TracedArray | None" = None) -> Any:
@@ -355,6 +480,9 @@ class Tracer:
             mutates = args[0]
         if mutates is not None and mutates._readonly:
             raise ValueError("assignment destination is read-only")
+        r = conversions.fold_call(self, fn, args, kwargs, mutates)  # operands made from constants
+        if r is not conversions.NOT_FOLDED:
+            return r
         leaves, tdef = pytree.flatten((args, kwargs))
         traced = [x for x in leaves if isinstance(x, TracedArray)]
         if self.grad_regions and any(x.dtype.kind == "f" for x in traced):
@@ -365,27 +493,67 @@ class Tracer:
                 f"lowering.grad: {name} runs eagerly ({reason}); gradients cannot flow "
                 "through it — compute it outside the differentiated function or with "
                 "supported numpy calls")
-        concrete = iter(self.graph_break(reason, traced))
-        leaves = [next(concrete) if isinstance(x, TracedArray) else x for x in leaves]
+        n_records = len(self.trace.records)
+        concrete = iter(self.graph_break(reason, traced, private=mutates))
+        piece = None
+        if len(self.trace.records) == n_records + 1:  # a real break (not folded)
+            piece = EagerPiece(fn, tdef, [HOLE if isinstance(x, TracedArray) else x
+                                          for x in leaves])
+        given = [next(concrete) if isinstance(x, TracedArray) else x for x in leaves]
+        handed = [(c, t) for c, t in zip(given, leaves) if isinstance(t, TracedArray)]
+        leaves = given
         a, k = pytree.unflatten(tdef, leaves)
         result = fn(*a, **k)
         if mutates is not None:
             self.links.pop(mutates._st.arg, None)  # its value is no longer the graph's
             mutates._st.mutated = True
             mutates._st.version += 1  # cached view values are stale
-        return self.adopt(result)
+        if piece is None:
+            return self.adopt(result, handed=handed)
+        self.trace.records[-1].eager = piece
+        return self.adopt(result, piece, handed)
 
-    def adopt(self, result: Any) -> Any:
-        """Concrete arrays coming back from eager code become graph inputs."""
+    def adopt(self, result: Any, piece: "EagerPiece | None" = None, handed=()) -> Any:
+        """Concrete arrays coming back from eager code become graph inputs
+        (`piece`: the eager call that made them, recorded for later calls);
+        one that is (a view of) a traced array's memory stays that array's
+        view (`handed`: the (concrete, traced) operands the call got)."""
+        if piece is not None:
+            leaves, piece.result_tdef = pytree.flatten(result)
+            out = []
+            k = len(self.trace.segments) - 1
+            for x in leaves:
+                alias = (eager_view(self, x, handed)
+                         if isinstance(x, np.ndarray) and supported(x.dtype) else None)
+                if alias is not None:
+                    self.trace.replayable = False  # a replay would make it a fresh input
+                    piece.others.append(x)
+                    out.append(alias)
+                elif isinstance(x, np.ndarray) and supported(x.dtype):
+                    ref = ("eager", k, len(piece.arrays))
+                    piece.arrays.append((x.shape, x.dtype, x.strides))
+                    st = Storage(self._arg(x, x.shape, x.dtype, ref=ref), x.shape, x.dtype,
+                                 x.strides, readonly=not x.flags.writeable)
+                    st.concrete, st.arg = x, st.value
+                    out.append(TracedArray(self, st, ()))
+                else:
+                    if isinstance(x, np.ndarray) or not _plain(x):
+                        self.trace.replayable = False  # Python holds it: re-trace
+                    piece.others.append(x)
+                    out.append(x)
+            return pytree.unflatten(piece.result_tdef, out)
         if isinstance(result, np.ndarray) and supported(result.dtype):
+            alias = eager_view(self, result, handed)
+            if alias is not None:
+                return alias
             st = Storage(self._arg(result, result.shape, result.dtype), result.shape,
-                         result.dtype, result.strides)
+                         result.dtype, result.strides, readonly=not result.flags.writeable)
             st.concrete, st.arg = result, st.value
             return TracedArray(self, st, ())
         if isinstance(result, tuple):
-            return tuple(self.adopt(r) for r in result)
+            return tuple(self.adopt(r, handed=handed) for r in result)
         if isinstance(result, list):
-            return [self.adopt(r) for r in result]
+            return [self.adopt(r, handed=handed) for r in result]
         return result
 
     def replay_since(self, n_segments: int, start) -> tuple[Operation | None, dict]:
@@ -476,6 +644,53 @@ class Tracer:
         return results, self.trace
 
 
+def trace_sources(trace: Trace) -> list[int]:
+    """The source indices a trace reads on every call: graph bindings,
+    write-backs, scalar arguments handed back."""
+    out: list[int] = []
+    for seg in trace.segments:
+        out.extend(b for b in seg.bindings if type(b) is int)
+        out.extend(b.source for b in seg.bindings if isinstance(b, Draw) and b.source is not None)
+    if trace.plan is not None:
+        out.extend(s for s, _ in trace.plan.writebacks)
+        out.extend(leaf[1] for leaf in trace.plan.leaves if leaf[0] == "source")
+    return out
+
+
+def remap_sources(trace: Trace, remap: dict[int, int]) -> None:
+    """Renumber source indices (an entry keeps only the walked values it uses)."""
+    def move(b):
+        if type(b) is int:
+            return remap.get(b, b)
+        if isinstance(b, Draw):
+            return b.moved(remap.get(b.source, b.source))
+        return b
+
+    for seg in trace.segments:
+        seg.bindings = [move(b) for b in seg.bindings]
+        seg.refs = [move(r) for r in seg.refs]
+    for rec in trace.records:
+        rec.needed = [(move(r), steps) for r, steps in rec.needed]
+    plan = trace.plan
+    if plan is not None:
+        plan.writebacks = [(remap.get(s, s), r) for s, r in plan.writebacks]
+        plan.leaves = [("source", remap.get(leaf[1], leaf[1])) if leaf[0] == "source" else leaf
+                       for leaf in plan.leaves]
+
+
+def _holds_traced(x, depth: int = 0) -> bool:
+    if isinstance(x, TracedArray):
+        return True
+    if depth < 8 and isinstance(x, (list, tuple)):
+        return any(_holds_traced(e, depth + 1) for e in x)
+    return False
+
+
+def _plain(x) -> bool:
+    """A value whose equality says Python would do the same with it."""
+    return x is None or type(x) in (bool, int, float, str, bytes) or isinstance(x, np.generic)
+
+
 class LiveSet:
     """The traced arrays Python still holds (TracedArray is unhashable, like
     ndarray, so no WeakSet)."""
@@ -544,4 +759,5 @@ def apply_plan(plan: OutputPlan, results: list, sources: list) -> Any:
     return pytree.unflatten(plan.treedef, leaves)
 
 
-from .traced import TracedArray  # noqa: E402  (TracedArray needs Tracer's helpers)
+from .traced import TracedArray, eager_view  # noqa: E402  (TracedArray needs Tracer's helpers)
+from . import conversions  # noqa: E402  (folding of values made from constants)

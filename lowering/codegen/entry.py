@@ -6,10 +6,12 @@ C function with CPython's METH_FASTCALL signature,
 It checks the guards on the arguments' array objects (exact ndarray type,
 the canonical descr, shape, layout, writeable), allocates the outputs
 (numpy's `PyArray_NewFromDescr`, or a Python allocator for pooled buffers),
-calls the kernels directly (`void k(i64 start, i64 stop, i8** objs, i64*)`,
-with a stack array of the buffers' objects) and returns the output or a tuple
-of them. On any guard mismatch it tail-calls the fallback with the same
-arguments (`PyObject_Vectorcall`), so it can only miss, never be wrong.
+calls the kernels directly (`i32 k(i64 start, i64 stop, i8** objs, i64*)`,
+with a stack array of the buffers' objects; each returns the IEEE exception
+flags it raised, and where any did, a Python check of `np.errstate` may raise
+instead of returning) and returns the output or a tuple of them. On any
+guard mismatch it tail-calls the fallback with the same arguments
+(`PyObject_Vectorcall`), so it can only miss, never be wrong.
 
 The entry is pure data in (an `EntrySpec` of addresses and shapes), text
 out; `runtime/native.py` supplies the array ABI, registers the C-API
@@ -30,7 +32,9 @@ from runtime.native import (
 
 I32, I64 = ir.IntType(32), ir.IntType(64)
 OBJ = ir.IntType(8).as_pointer()  # PyObject*
-KERNEL = ir.FunctionType(ir.VoidType(), [I64, I64, OBJ.as_pointer(), I64.as_pointer()])
+# a kernel returns the IEEE exception flags it raised (MXCSR bits)
+KERNEL = ir.FunctionType(I32, [I64, I64, OBJ.as_pointer(), I64.as_pointer()])
+FLAG_VALUES = 32  # kernels' flags are MXCSR bits 0-4
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,11 @@ class EntrySpec:
     outputs: tuple[int, ...]  # slots returned, in order
     as_tuple: bool  # return a tuple (even of one) rather than the one output
     fallback: int  # the callable a miss goes to
+    # where kernels raised IEEE exceptions: `check(flags[bits])` (a Python
+    # callable and the addresses of the ints 0..FLAG_VALUES-1) raises, or
+    # returns None when the errstate ignores them all
+    check: int = 0
+    flags: tuple[int, ...] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -168,13 +177,18 @@ class EntryCodegen:
             owned.append(v)
 
         base = b.gep(objs, [const(I64, 0), const(I64, 0)])
+        raised = const(I32, 0)
         for k in spec.launches:
             if k.work <= 0:
                 continue
             for j, s in enumerate(k.slots):
                 b.store(vals[s], b.gep(base, [const(I64, j)]))
-            b.call(b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel"),
-                   [const(I64, 0), const(I64, k.work), base, ir.Constant(I64.as_pointer(), None)])
+            kernel = b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel")
+            r = b.call(kernel, [const(I64, 0), const(I64, k.work), base,
+                                ir.Constant(I64.as_pointer(), None)])
+            raised = b.or_(raised, r)
+        if spec.launches:
+            self.check_flags(raised, owned)
 
         for al in spec.allocs:
             if al.slot not in spec.outputs:
@@ -189,6 +203,24 @@ class EntryCodegen:
             b.call(self.tuple_set, [t, const(I64, i), v])  # steals v; cannot fail here
         b.ret(t)
         return str(self.module)
+
+    def check_flags(self, raised: ir.Value, owned: list[ir.Value]) -> None:
+        """Where a kernel raised IEEE exceptions: the Python check decides
+        (the errstate); its exception drops the outputs and returns NULL."""
+        b, spec = self.b, self.spec
+        assert spec.check and len(spec.flags) == FLAG_VALUES
+        fired = self.fn.append_basic_block("fpe")
+        done = self.fn.append_basic_block("fpe.done")
+        b.cbranch(b.icmp_unsigned("!=", raised, const(I32, 0)), fired, done).set_weights([1, 1000])
+        b.position_at_end(fired)
+        ints = self.table(OBJ, [address(a) for a in spec.flags], "flags")
+        argv = b.gep(ints, [b.zext(b.and_(raised, const(I32, FLAG_VALUES - 1)), I64)])
+        r = b.call(self.vectorcall,
+                   [address(spec.check), argv, const(I64, 1), ir.Constant(OBJ, None)])
+        self.or_fail(r, owned)
+        b.call(self.decref, [r])
+        b.branch(done)
+        b.position_at_end(done)
 
     def check(self, c: ArgCheck, obj: ir.Value) -> None:
         b, abi = self.b, self.abi

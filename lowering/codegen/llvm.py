@@ -5,10 +5,12 @@ We emit llvmlite IR directly from the loop level rather than going through
 xDSL's LLVM dialect: our kernels need explicit SIMD types, masked tails and
 our own vector math, which are simplest to build with llvmlite's builder.
 
-Kernel ABI: `void kN(i64 start, i64 stop, i8** bufs, i64* strides)`: run the
+Kernel ABI: `i32 kN(i64 start, i64 stop, i8** bufs, i64* strides)`: run the
 points [start, stop) of the flattened parallel domain (or of the outermost
 map dim when the kernel has no parallel dims); `bufs[j]` is buffer j's data
-pointer; `strides[off_j + d]` its stride in elements along dim d.
+pointer; `strides[off_j + d]` its stride in elements along dim d. It returns
+the IEEE exception flags raised on its thread while it ran (MXCSR bits:
+`fp_flags_wrapper`, `KernelCodegen.op_flags`).
 
 Scalar semantics are numpy's (the ops handler below): no `nnan`/`ninf`
 flags, NaN-propagating maximum/minimum like np.maximum, Python-style floor
@@ -57,6 +59,7 @@ from xdsl.ir.affine.affine_expr import (
 from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
+from runtime.errors import MXCSR_IE, MXCSR_OE, MXCSR_UE, MXCSR_ZE
 
 try:  # vectorized transcendentals (polynomials); else per-lane libm calls
     from . import llvm_math
@@ -66,6 +69,8 @@ except ImportError:  # pragma: no cover
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 VOID = ir.VoidType()
+MXCSR_FLAGS = 0x3F  # the sticky exception flags: IE DE ZE OE UE PE
+MXCSR_REPORTED = MXCSR_IE | MXCSR_ZE | MXCSR_OE | MXCSR_UE  # numpy's four categories
 # No fast-math flags on element-wise arithmetic: without contraction into FMA,
 # +,-,*,/ and sqrt round exactly as numpy's loops do, so compiled results are
 # bitwise numpy's wherever numpy's own loops are IEEE-exact. (Reductions
@@ -177,6 +182,38 @@ class Emitter:
         return k.sym_name.data
 
 
+def fp_flags_wrapper(module: ir.Module, body: ir.Function, name: str) -> ir.Function:
+    """The exported kernel: clear the thread's sticky MXCSR exception flags,
+    run the body, return the flags it raised (IE, ZE, OE, UE; not DE, PE)
+    with the body's own. The body is a separate, never-inlined function so
+    that no floating-point instruction can be scheduled across the MXCSR
+    reads (without `strictfp`, LLVM treats FP arithmetic as free of side
+    effects). On other architectures only the body's own flags come back."""
+    fn = ir.Function(module, body.function_type, name)
+    fn.attributes.add("nounwind")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if not X86:
+        b.ret(b.call(body, fn.args))
+        return fn
+    csr = b.alloca(I32, name="mxcsr")
+    st = module.globals.get("llvm.x86.sse.stmxcsr") or ir.Function(
+        module, ir.FunctionType(VOID, [I8.as_pointer()]), "llvm.x86.sse.stmxcsr")
+    ld = module.globals.get("llvm.x86.sse.ldmxcsr") or ir.Function(
+        module, ir.FunctionType(VOID, [I8.as_pointer()]), "llvm.x86.sse.ldmxcsr")
+    p = b.bitcast(csr, I8.as_pointer())
+    b.call(st, [p])
+    b.store(b.and_(b.load(csr), const(I32, ~MXCSR_FLAGS)), csr)
+    b.call(ld, [p])
+    own = b.call(body, fn.args)
+    b.call(st, [p])
+    b.ret(b.or_(b.and_(b.load(csr), const(I32, MXCSR_REPORTED)), own))
+    return fn
+
+
+def _element(ty: ir.Type) -> ir.Type:
+    return ty.element if isinstance(ty, ir.VectorType) else ty
+
+
 def buffer_strides(t: MemRefType) -> list[int] | None:
     """Compile-time element strides of a C-contiguous memref, else None."""
     if not isinstance(t.layout, NoneAttr):
@@ -194,9 +231,15 @@ class KernelCodegen:
         self.vector_width = k.vector_width.value.data
         self.unroll = k.unroll.value.data
         self.bufs = list(k.buffers)
-        self.fn = ir.Function(em.module, ir.FunctionType(VOID, [I64, I64, I8.as_pointer().as_pointer(),
-                                                              I64.as_pointer()]), k.sym_name.data)
+        args = [I64, I64, I8.as_pointer().as_pointer(), I64.as_pointer()]
+        # the body returns the exception flags it raised itself (integer
+        # division); the exported kernel wraps it with the MXCSR reads
+        self.fn = ir.Function(em.module, ir.FunctionType(I32, args), k.sym_name.data + ".body")
+        self.fn.linkage = "internal"
         self.fn.attributes.add("nounwind")
+        self.fn.attributes.add("noinline")
+        self.entry = fp_flags_wrapper(em.module, self.fn, k.sym_name.data)
+        self.raised: ir.Value | None = None  # the body's own flags: an i32 stack slot
         self.lane_arg: SSAValue | None = None  # the index the current vector step runs over
         # `loop.index` checks, numbered in walk order (the runtime's table of
         # axis and size for the IndexError uses the same order)
@@ -210,6 +253,8 @@ class KernelCodegen:
         entry = self.fn.append_basic_block("entry")
         b = self.b = ir.IRBuilder(entry)
         start, stop, objs, _unused = self.fn.args
+        self.raised = b.alloca(I32, name="raised")
+        b.store(const(I32, 0), self.raised)
         self.ptr: dict[SSAValue, ir.Value] = {}
         self.strides: dict[SSAValue, list] = {}
         data_off, strides_off = self.em.array_offsets
@@ -258,7 +303,16 @@ class KernelCodegen:
                 self.b.call(self.em.intrinsic_void("llvm.x86.sse.sfence"), [])
             else:
                 self.b.fence("seq_cst")
-        self.b.ret_void()
+        self.b.ret(self.b.load(self.raised))
+
+    def raise_flags(self, cond: ir.Value, bits: int) -> None:
+        """Record exception flags (MXCSR bits) for an event the hardware does
+        not flag itself (`op_flags`) when any lane of `cond` holds."""
+        b = self.b
+        if isinstance(cond.type, ir.VectorType):
+            cond = self.em.any_lane(b, cond)
+        old = b.load(self.raised)
+        b.store(b.or_(old, b.select(cond, const(I32, bits), const(I32, 0))), self.raised)
 
     # ---- loops ---------------------------------------------------------------
     def loop(self, lo, hi, step: int, body: Callable[[ir.Value], None]) -> None:
@@ -407,7 +461,87 @@ class KernelCodegen:
             self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
             return
         args = [self.value(o, w) for o in op.operands]
-        self.vals[op.results[0]] = scalar_op(self, op, args, w)
+        self.vals[op.results[0]] = r = scalar_op(self, op, args, w)
+        if X86:
+            self.op_flags(op, args, r)
+
+    # ---- IEEE exception flags the hardware does not raise as numpy does -----
+    def op_flags(self, op: Operation, args: list[ir.Value], r: ir.Value) -> None:
+        """numpy's flags for the ops whose result is not the hardware's own:
+        integer division, the vector math functions (`llvm_math`: special
+        values are selected, not computed) and logaddexp of a NaN (numpy's
+        loop compares signal on it)."""
+        name = _MATH_OPS.get(op.name) or (op.fn.data if op.name == "loop.ufunc" else None)
+        if name is None or not op.operands:
+            return
+        t = op.operands[0].type
+        if name in ("floor_divide", "remainder", "fmod") and isinstance(t, IntegerType):
+            self.int_division_flags(name, t, *args)
+        elif name in ("logaddexp", "logaddexp2") and is_float(t):
+            self.raise_flags(self.b.fcmp_unordered("uno", args[0], args[1]), MXCSR_IE)
+        elif (llvm_math is not None and name in llvm_math.SUPPORTED and is_float(t)
+              and isinstance(_element(r.type), (ir.FloatType, ir.DoubleType, ir.HalfType))):
+            self.math_flags(name, args, r)
+
+    def int_division_flags(self, name: str, t, a: ir.Value, y: ir.Value) -> None:
+        """numpy's integer loops: divide for a zero divisor, overflow for
+        INT_MIN // -1."""
+        b, el = self.b, _element(y.type)
+        w = y.type.count if isinstance(y.type, ir.VectorType) else 1
+        self.raise_flags(b.icmp_signed("==", y, const(el, 0, w)), MXCSR_ZE)
+        if name == "floor_divide" and not is_unsigned(t) and el != I1:
+            int_min = b.icmp_signed("==", a, const(el, 1 << (el.width - 1), w))
+            self.raise_flags(b.and_(int_min, b.icmp_signed("==", y, const(el, -1, w))), MXCSR_OE)
+
+    def math_flags(self, name: str, args: list[ir.Value], r: ir.Value) -> None:
+        """From the result and the inputs: invalid for a NaN out of no NaN,
+        divide for a pole's infinity (log's 0, 0 to a negative power),
+        overflow for another infinity out of finite inputs, underflow where
+        exp/exp2/power/log1p give a tiny value. The common case (a finite,
+        normal result) is one test; the flags are worked out in a cold
+        block. (The polynomials may raise further flags on special inputs
+        themselves: over-reported, they only cost the caller an eager
+        re-run.)"""
+        b, ty = self.b, r.type
+        el = _element(ty)
+        w = ty.count if isinstance(ty, ir.VectorType) else 1
+        underflows = name in ("exp", "exp2", "power", "log1p")
+
+        def fabs(v):
+            return b.call(self.em.intrinsic("fabs", ty), [v])
+
+        inf, zero = const(el, math.inf, w), const(el, 0.0, w)
+        tiny = const(el, {"half": 2.0 ** -14, "float": 2.0 ** -126}.get(str(el), 2.0 ** -1022), w)
+        ar = fabs(r)
+        special = b.fcmp_unordered(">=", ar, inf)  # NaN or infinite
+        if underflows:
+            special = b.or_(special, b.fcmp_ordered("<", ar, tiny))
+        cold, cont = self.fn.append_basic_block("fpe.special"), self.fn.append_basic_block("fpe.ok")
+        any_special = self.em.any_lane(b, special) if w > 1 else special
+        b.cbranch(any_special, cold, cont).set_weights([1, 1000])
+        b.position_at_end(cold)
+        finite = [b.fcmp_ordered("<", fabs(a), inf) for a in args]  # (false for NaN)
+        all_finite = finite[0] if len(finite) == 1 else b.and_(finite[0], finite[1])
+        ordered = b.fcmp_ordered("ord", args[0], args[-1])
+        self.raise_flags(b.and_(b.fcmp_unordered("uno", r, r), ordered), MXCSR_IE)
+        r_inf = b.and_(b.fcmp_ordered("==", ar, inf), all_finite)
+        if name in ("log", "log2", "log10", "log1p", "arctanh"):
+            self.raise_flags(r_inf, MXCSR_ZE)
+        elif name == "power":
+            pole = b.fcmp_ordered("==", args[0], zero)
+            self.raise_flags(b.and_(r_inf, pole), MXCSR_ZE)
+            self.raise_flags(b.and_(r_inf, b.not_(pole)), MXCSR_OE)
+        else:
+            self.raise_flags(r_inf, MXCSR_OE)
+        if underflows:
+            small = b.and_(b.fcmp_ordered("<", ar, tiny), all_finite)
+            if name == "log1p":  # tiny but not zero: log1p(x) ~ x
+                small = b.and_(small, b.fcmp_ordered("!=", r, zero))
+            if name == "power":  # 0 to a power is exact
+                small = b.and_(small, b.fcmp_ordered("!=", args[0], zero))
+            self.raise_flags(small, MXCSR_UE)
+        b.branch(cont)
+        b.position_at_end(cont)
 
     def checked_index(self, op: L.IndexOp) -> ir.Value:
         """The index in [0, size) for a value in [-size, size) (one lane per
@@ -1023,19 +1157,31 @@ def _expr_ops(v: SSAValue, block) -> list[Operation] | None:
 
 def _same_value(a: SSAValue, b: SSAValue, args: tuple[SSAValue, SSAValue]) -> bool:
     """a (in the reduce body) and b (in the map body) compute the same thing,
-    args being the two bodies' index arguments."""
-    if a is args[0] or b is args[1]:
-        return a is args[0] and b is args[1]
-    if a is b:
-        return True  # defined outside both bodies
-    oa, ob = a.owner, b.owner
-    if not (isinstance(oa, Operation) and isinstance(ob, Operation)) or oa.name != ob.name:
-        return False
-    if (oa.regions or ob.regions or oa.properties != ob.properties or oa.attributes != ob.attributes
-            or [r.type for r in oa.results] != [r.type for r in ob.results]
-            or oa.results.index(a) != ob.results.index(b) or len(oa.operands) != len(ob.operands)):
-        return False
-    return all(_same_value(x, y, args) for x, y in zip(oa.operands, ob.operands))
+    args being the two bodies' index arguments. (A worklist of pairs, each
+    compared once: no recursion along the expressions' depth.)"""
+    todo, seen = [(a, b)], set()
+    while todo:
+        a, b = todo.pop()
+        if (a, b) in seen:
+            continue
+        seen.add((a, b))
+        if a is args[0] or b is args[1]:
+            if a is args[0] and b is args[1]:
+                continue
+            return False
+        if a is b:
+            continue  # defined outside both bodies
+        oa, ob = a.owner, b.owner
+        if not (isinstance(oa, Operation) and isinstance(ob, Operation)) or oa.name != ob.name:
+            return False
+        if (oa.regions or ob.regions or oa.properties != ob.properties
+                or oa.attributes != ob.attributes
+                or [r.type for r in oa.results] != [r.type for r in ob.results]
+                or oa.results.index(a) != ob.results.index(b)
+                or len(oa.operands) != len(ob.operands)):
+            return False
+        todo.extend(zip(oa.operands, ob.operands))
+    return True
 
 
 def identity(kind: str, t):
@@ -1094,4 +1240,4 @@ def horizontal(cg, kind, t, v, w):
     return b.extract_element(v, const(I32, 0)) if isinstance(v.type, ir.VectorType) else v
 
 
-from .llvm_ops import scalar_op  # noqa: E402
+from .llvm_ops import _MATH_OPS, scalar_op  # noqa: E402

@@ -329,8 +329,7 @@ def test_einsum_dtype_and_views():
 
 def test_einsum_graph_breaks():
     a = np.arange(9.0).reshape(3, 3)
-    for fn, why in [(lambda x: np.einsum("ii->i", x), "diagonal"),
-                    (lambda x: np.einsum(x, [0, 1], [1, 0]), "sublist"),
+    for fn, why in [(lambda x: np.einsum(x, [0, 1], [1, 0]), "sublist"),
                     (lambda x: np.einsum("ij->", x, out=np.zeros(())), "out=")]:
         cf = lowering.compile(fn)
         assert_matches_numpy(fn, a, compiled=cf)

@@ -8,5 +8,6 @@ from . import (  # noqa: F401  (importing registers the rules)
     scans,
     selection,
     shapes,
+    tier2,
     ufuncs,
 )

@@ -177,7 +177,7 @@ def plan(x: TracedArray, key) -> Plan:
                          "shapes " + "".join(_shape_str(s) + " " for s in shapes)) from None
     for p, a in zip(pos, used):
         n = y.shape[p]
-        if isinstance(a.index, np.ndarray) and a.index.size:
+        if not isinstance(a.index, TracedArray) and a.index.size:
             bad = (a.index >= n) | (a.index < -n)
             if bad.any():
                 raise IndexError(f"index {a.index[bad].flat[0]} is out of bounds for axis "
@@ -201,13 +201,13 @@ def flat_index(tr, pl: Plan):
     p = tr.prims
     if len(pl.advs) == 1:
         a = pl.advs[0].index
-        return p.dense(a.astype(_I64)) if isinstance(a, np.ndarray) else _traced_index(p, a)
+        return _traced_index(p, a) if isinstance(a, TracedArray) else p.dense(a.astype(_I64))
     sizes = [pl.y.shape[d] for d in pl.pos]
     strides = [int(np.prod(sizes[j + 1:], dtype=np.int64)) for j in range(len(sizes))]
     const = None
     traced = []
     for a, n, s in zip(pl.advs, sizes, strides):
-        if isinstance(a.index, np.ndarray):
+        if not isinstance(a.index, TracedArray):
             c = (a.index % n if n else a.index).astype(_I64) * s
             const = c if const is None else const + c
         else:
@@ -464,7 +464,7 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
         return
     # numpy rounds into the destination's type after every add: equal only
     # when no element is hit twice, which constant indices can show
-    if not all(isinstance(ad.index, np.ndarray) for ad in pl.advs) or not _unique(pl):
+    if any(isinstance(ad.index, TracedArray) for ad in pl.advs) or not _unique(pl):
         raise Unsupported(f"add.at into {dt} from a {out} loop with repeated or traced indices")
     cur = gather(pl)
     s = p.ufunc("add", [p.cast(cur, out), p.cast(upd, out)], out)

@@ -1,10 +1,11 @@
 """Array creation inside a traced function.
 
-`np.zeros(shape)`, `np.arange(n)`, `np.eye(n)` with static arguments never see
-a traced value: numpy makes them eagerly and capture takes the result as a
-constant. What does reach us: `*_like` of traced arrays, `linspace` with
-traced endpoints, and the creation functions called with `like=` a traced
-array (numpy then dispatches the call without `like`)."""
+`np.zeros(shape)`, `np.arange(n)`, `np.eye(n)` with static arguments are
+made by `capture/conversions.py` as traced constants from birth (so writes
+into them are captured). What reaches these rules: `*_like` of traced arrays,
+`np.full` with a traced fill value, `linspace` with traced endpoints, and the
+creation functions called with `like=` a traced array. Errors are numpy's
+own, raised by numpy."""
 
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ def _fill(tr, value, dtype: np.dtype, shape: tuple[int, ...]) -> TracedArray:
     p = tr.prims
     if isinstance(value, TracedArray):
         if np.broadcast_shapes(value.shape, shape) != tuple(shape):
-            raise ValueError(f"could not broadcast input array from shape {value.shape} into "
-                             f"shape {tuple(shape)}")
+            np.full(tuple(shape), np.zeros(value.shape, dtype))  # numpy's own error
         return tr.wrap(p.broadcast(p.cast(value._v(), dtype), shape))
     arr = np.asarray(value)
     if arr.ndim:  # an array fill (numpy broadcasts it): numpy builds it
@@ -64,9 +64,7 @@ def full_like(tr, a, fill_value, dtype=None, order="K", subok=True, shape=None, 
         # numpy's conversion of the fill value (overflow and NaN-to-int errors)
         dt = np.dtype(dtype) if dtype is not None else tr.lift(a).dtype
         if np.ndim(fill_value) == 0:
-            tmp = np.empty((), dtype=dt)
-            np.copyto(tmp, fill_value, casting="unsafe")  # what numpy's full_like does
-            fill_value = tmp[()]
+            fill_value = np.full((), fill_value, dtype=dt)[()]  # numpy's copyto, numpy's errors
     return _like(tr, a, fill_value, dtype, shape)
 
 
@@ -144,7 +142,7 @@ def linspace(tr, start, stop, num=50, endpoint=True, retstep=False, dtype=None, 
     traced values, so results round exactly as numpy's do."""
     num = static_int(num, "num")
     if num < 0:
-        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+        np.linspace(0.0, 1.0, num)  # numpy's own error
     div = (num - 1) if endpoint else num
     dt = np.result_type(_operand(start), _operand(stop))
     if dt.kind not in "fc":

@@ -6,11 +6,14 @@ numpy's own matmul in that dtype). Boolean products (numpy: OR of ANDs) run as a
 int64 count of true products, then `!= 0`: exact, the count cannot overflow.
 
 dot/vdot/inner/outer/tensordot/einsum/trace take their operands as numpy does
-(`asarray`: Python scalars are not weak here, `np.dot(f32, 2.0)` is float64)."""
+(`asarray`: Python scalars are not weak here, `np.dot(f32, 2.0)` is float64).
+A label repeated in one einsum operand (`'ii->i'`, `'ij,jj->i'`) takes that
+operand's diagonal first, as a view, and the einsum goes on without repeats."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -299,9 +302,8 @@ def einsum(tr, *operands, out=None, optimize=False, dtype=None, order="K", casti
     dummies = [np.zeros(tuple(min(d, 1) for d in o.shape), o.dtype) for o in ops]
     dt = np.asarray(np.einsum(subscripts, *dummies, dtype=dtype, casting=casting)).dtype
     labels, out_labels = _parse_einsum(subscripts, [o.ndim for o in ops])
-    for ls in labels:
-        if len(set(ls)) != len(ls):
-            raise Unsupported("einsum with a repeated index in one operand (diagonal)")
+    if any(len(set(ls)) != len(ls) for ls in labels):
+        return _einsum_diagonals(tr, subscripts, ops, labels, out_labels, dtype, casting)
     sizes: dict[str, int] = {}
     for ls, o in zip(labels, ops):
         for c, n in zip(ls, o.shape):
@@ -358,6 +360,69 @@ def einsum(tr, *operands, out=None, optimize=False, dtype=None, order="K", casti
     if dt.kind == "b":
         v = p.cast(v, _BOOL)
     return tr.wrap(v, scalar=not out_labels)
+
+
+def _einsum_diagonals(tr, subscripts, ops, labels, out_labels, dtype, casting):
+    """A label repeated in one operand takes that operand's diagonal (`'ii->i'`,
+    `'ij,jj->i'`, `'iii'`): the einsum of the diagonals, with each repeat
+    collapsed. numpy returns a (writeable) view of a single operand when
+    nothing is summed; so does this."""
+    fresh = []
+    for i, (ls, o) in enumerate(zip(labels, ops)):
+        ls = list(ls)
+        while len(set(ls)) != len(ls):
+            c = next(c for c in ls if ls.count(c) > 1)
+            a1 = ls.index(c)
+            a2 = ls.index(c, a1 + 1)
+            if o.shape[a1] != o.shape[a2]:
+                which = "single operand" if len(ops) == 1 else f"operand {i}"
+                raise ValueError(f"dimensions in {which} for collapsing index '{c}' don't "
+                                 f"match ({o.shape[a1]} != {o.shape[a2]})")
+            o = tr.view(o, EinsumDiagonalStep(a1, a2))
+            ls = [x for d, x in enumerate(ls) if d not in (a1, a2)] + [c]
+        fresh.append((ls, o))
+    letters = {c: chr(ord("a") + k) if k < 26 else chr(ord("A") + k - 26)
+               for k, c in enumerate(dict.fromkeys([c for ls, _ in fresh for c in ls] + out_labels))}
+    sub = ",".join("".join(letters[c] for c in ls) for ls, _ in fresh)
+    sub += "->" + "".join(letters[c] for c in out_labels)
+    return einsum(tr, sub, *[o for _, o in fresh], dtype=dtype, casting=casting)
+
+
+@dataclass(frozen=True)
+class EinsumDiagonalStep:
+    """The diagonal of axes axis1 == axis2 as a writeable view, moved last
+    (numpy's einsum view: `np.einsum('ii->i', a)[0] = 1` writes into a)."""
+
+    axis1: int
+    axis2: int
+    readonly = False
+
+    def _perm(self, nd: int) -> list[int]:
+        return [d for d in range(nd) if d not in (self.axis1, self.axis2)] + [self.axis1, self.axis2]
+
+    def apply(self, p, base):
+        shape = base.type.get_shape()
+        perm = self._perm(len(shape))
+        n = shape[self.axis1]
+        keep = [shape[d] for d in perm[:-2]]
+        v = p.reshape(p.transpose(base, perm), keep + [n * n])
+        return p.slice(v, [0] * len(keep) + [0], [1] * len(keep) + [n + 1], keep + [n])
+
+    def update(self, p, base, new):
+        shape = base.type.get_shape()
+        perm = self._perm(len(shape))
+        n = shape[self.axis1]
+        keep = [shape[d] for d in perm[:-2]]
+        flat = p.reshape(p.transpose(base, perm), keep + [n * n])
+        flat = p.insert_slice(new, flat, [0] * len(keep) + [0], [1] * len(keep) + [n + 1])
+        inv = [int(i) for i in np.argsort(perm)]
+        return p.transpose(p.reshape(flat, [shape[d] for d in perm]), inv)
+
+    def np_apply(self, arr: np.ndarray) -> np.ndarray:
+        perm = self._perm(arr.ndim)
+        t = arr.transpose(perm)
+        s = t.strides
+        return np.lib.stride_tricks.as_strided(t, t.shape[:-1], s[:-2] + (s[-2] + s[-1],))
 
 
 def _einsum_pair(p, al, av, bl, bv, keep, sizes, dt):

@@ -169,22 +169,27 @@ def _scalar_power(tr, exponent, vals, out_dt: np.dtype, shape):
 @ufunc_method("__call__")
 def call(tr, ufunc, *inputs, out=None, dtype=None, casting="same_kind", where=True,
          signature=None, order="K", subok=True, **other):
-    if where is not True:
-        raise Unsupported("where= in a ufunc call")
-    if other:  # axes=, extobj=, ...: numpy handles them eagerly
+    if other:  # axes=, axis=, keepdims=, extobj=, ...: numpy handles them eagerly
         raise Unsupported(f"ufunc keyword(s) {', '.join(sorted(other))}")
-    if ufunc is np.matmul:
-        from .linalg import matmul
-
-        return matmul(tr, *inputs, out=out, dtype=dtype, casting=casting)
-    if ufunc.__name__ == "divmod" or ufunc is np.divmod:
-        return (apply(tr, np.floor_divide, inputs), apply(tr, np.remainder, inputs))
-    if ufunc.nout != 1:
-        raise Unsupported(f"ufunc {ufunc.__name__} has {ufunc.nout} outputs")
+    if order not in ("K", "A", "C") or subok is not True:
+        # numpy's errors for a bad order; order="F" is a layout the graph does not make
+        numpy_check(ufunc, inputs[: ufunc.nin], order=order, subok=subok)
+        if order not in ("K", "A", "C"):
+            raise Unsupported(f"order={order!r} in a ufunc call")
     if len(inputs) > ufunc.nin:  # np.add(a, b, c): positional out
         if out is not None:
             raise TypeError("cannot specify 'out' as both a positional and keyword argument")
         inputs, out = inputs[: ufunc.nin], inputs[ufunc.nin:]
+    if where is not True and out is None:
+        raise Unsupported("where= without out= (numpy leaves the other elements unset)")
+    if ufunc.nout != 1:
+        return _multi_output(tr, ufunc, inputs, out, dtype, casting, where, signature)
+    if ufunc is np.matmul:
+        if where is not True:
+            raise Unsupported("where= in a matmul call")
+        from .linalg import matmul
+
+        return matmul(tr, *inputs, out=out, dtype=dtype, casting=casting)
     out = check_out(out)
     if out is not None:  # numpy's own errors for the output, in numpy's order
         if out._readonly:
@@ -193,7 +198,54 @@ def call(tr, ufunc, *inputs, out=None, dtype=None, casting="same_kind", where=Tr
     res = apply(tr, ufunc, inputs, dtype, casting, signature)
     if out is None:
         return res
-    return store_out(tr, out, res, casting, ufunc.__name__)
+    return store_out(tr, out, _masked(res, out, where, casting, ufunc.__name__), casting,
+                     ufunc.__name__)
+
+
+def _masked(res: TracedArray, out: TracedArray, where, casting: str, name: str) -> TracedArray:
+    """`where=`: out keeps its value where the mask is False (numpy casts the
+    result into out's dtype and writes only the selected elements)."""
+    if where is True:
+        return res
+    if not np.can_cast(res.dtype, out.dtype, casting=casting):
+        raise TypeError(f"Cannot cast {name} output from {res.dtype!r} to {out.dtype!r} "
+                        f"with casting rule {casting!r}")
+    return np.where(where, res.astype(out.dtype), out)
+
+
+def _multi_output(tr, ufunc, inputs, out, dtype, casting, where, signature):
+    """divmod, modf, frexp: each output is computed, then stored into its
+    `out=` array (numpy returns the out arrays themselves)."""
+    if out is None:
+        outs = (None,) * ufunc.nout
+    else:
+        outs = tuple(out) if isinstance(out, tuple) else (out,)
+    if len(outs) != ufunc.nout:
+        raise ValueError(f"The 'out' tuple must have exactly {ufunc.nout} entries: one per "
+                         "ufunc output")
+    for o in outs:
+        if o is not None and not isinstance(o, TracedArray):
+            raise Unsupported("out= must be an input array or an array made in the function")
+        if o is not None and o._readonly:
+            raise ValueError("output array is read-only")
+    kw = {k: v for k, v in (("dtype", dtype), ("signature", signature)) if v is not None}
+    with np.errstate(all="ignore"), warnings.catch_warnings():  # numpy's errors for the call
+        warnings.simplefilter("ignore")
+        ufunc(*[_stand_in(x) for x in inputs], casting=casting,
+              out=tuple(None if o is None else np.empty(0, o.dtype) for o in outs), **kw)
+    if ufunc is np.divmod and signature is None:
+        res = (apply(tr, np.floor_divide, inputs, dtype, casting),
+               apply(tr, np.remainder, inputs, dtype, casting))
+    else:  # modf, frexp (and divmod with signature=): numpy's own loops
+        res = tr.eager_call(f"np.{ufunc.__name__} is not captured", ufunc, tuple(inputs),
+                            {"casting": casting, **kw})
+    if all(o is None for o in outs):
+        return tuple(res)
+    for o, r in zip(outs, res):
+        if o is not None:
+            store_out(tr, o, _masked(r, o, where, casting, ufunc.__name__), casting,
+                      ufunc.__name__)
+    return tuple(r if o is None else o for o, r in zip(outs, res))
 
 
 @ufunc_method("outer")

@@ -1,0 +1,269 @@
+"""Tier 2 routines inside the graph: sort, partition, searchsorted, `np.linalg`
+and the real-valued `np.fft` transforms, each one `array.routine` op that runs
+numpy's (LAPACK's, pocketfft's) own routine in the compiled program.
+
+numpy is the oracle for what a call returns: the routine runs at capture on
+small dummies (`_oracle`) whose dims keep the real ones' order and equalities
+(0 and 1 stay 0 and 1, the other sizes become 2, 3, ... by rank), so numpy
+checks the arguments, raises its own errors, picks the result dtypes and
+result types (namedtuples included), and each result dim, mapped back, is the
+real one. A result dim that is no operand's dim (so not read off the dummies)
+is a graph break, as is a result dtype the compiler lacks (complex: `fft`,
+`rfft`, `eig`) and `lstsq` with more rows than columns (the residuals' shape
+depends on the rank: data)."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ... import routines
+from ..dtypes import supported
+from ..registry import rule
+from ..traced import TracedArray
+from ..tracer import Unsupported
+from .common import normalize_axis
+from .reductions import strong
+
+_I64 = np.dtype(np.int64)
+
+
+def _static(name: str, key: str, value: Any) -> Any:
+    if isinstance(value, TracedArray):
+        raise Unsupported(f"{name}: {key}= must be static, got a traced value")
+    if isinstance(value, np.ndarray):
+        if value.ndim:
+            raise Unsupported(f"{name}: {key}= as an array")
+        value = value[()]
+    if isinstance(value, list):
+        value = tuple(value)
+    if isinstance(value, tuple):
+        return tuple(_static(name, key, v) for v in value)
+    if isinstance(value, np.generic):
+        value = value.item()
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise Unsupported(f"{name}: {key}= of type {type(value).__name__}")
+    return value
+
+
+def _dummy(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """Well-posed stand-in values: 2·I in the matrix dims (invertible,
+    symmetric positive definite), 0..n-1 for vectors (sorted)."""
+    if len(shape) >= 2:
+        base = 2 * np.eye(shape[-2], shape[-1])
+    elif len(shape) == 1:
+        base = np.arange(shape[0])
+    else:
+        base = np.ones(())
+    return np.array(np.broadcast_to(base, shape), dtype=dtype)  # (ascontiguousarray makes 0-d 1-d)
+
+
+def _oracle(name: str, arrays: list[TracedArray], config: dict[str, Any], size_keys=()):
+    """numpy's result on the dummies, and each result's real (shape, dtype,
+    is-a-numpy-scalar). `size_keys` name config entries that are sizes (`n`,
+    `s` of the FFTs): mapped like dims."""
+    sizes = {d for a in arrays for d in a.shape}
+    for k in size_keys:
+        v = config.get(k)
+        sizes.update(v if isinstance(v, tuple) else () if v is None else (v,))
+    big = sorted(s for s in sizes if s > 1)
+    fwd = {0: 0, 1: 1} | {s: i + 2 for i, s in enumerate(big)}
+    back = {m: s for s, m in fwd.items()}
+
+    def mini(v):
+        if isinstance(v, tuple):
+            return tuple(mini(x) for x in v)
+        return fwd.get(v, v) if isinstance(v, int) and v >= 0 else v
+
+    dummies = [_dummy(tuple(fwd[d] for d in a.shape), a.dtype) for a in arrays]
+    dummies = [d[()] if a._scalar else d for d, a in zip(dummies, arrays)]  # numpy scalars
+    cfg = {k: (mini(v) if k in size_keys else v) for k, v in config.items()}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        value = routines.ROUTINES[name](*dummies, **cfg)
+    out = []
+    for r in routines.results_of(value):
+        arr = np.asarray(r)
+        if not supported(arr.dtype):
+            raise Unsupported(f"{name} returns {arr.dtype}, which the compiler does not support")
+        if any(d not in back for d in arr.shape):
+            raise Unsupported(f"{name}: a result shape {arr.shape} on the dummies is not made "
+                              "of the operands' dims")
+        out.append((tuple(back[d] for d in arr.shape), arr.dtype, isinstance(r, np.generic)))
+    return value, out
+
+
+def call_routine(tr, name: str, arrays: list[TracedArray], config: dict[str, Any],
+                 size_keys=(), known=None) -> Any:
+    """Emit `array.routine name` and return what numpy would: an array, a
+    numpy scalar, or the routine's namedtuple of those. `known`: the one
+    result's (shape, dtype), where the dummies cannot stand in (`kth`
+    indexes the real axis)."""
+    config = {k: _static(name, k, v) for k, v in config.items()}
+    if known is None:
+        value, results = _oracle(name, arrays, config, size_keys)
+    else:
+        value, results = None, [(known[0], np.dtype(known[1]), False)]
+    vs = tr.prims.routine(name, [a._v() for a in arrays], config,
+                          [(s, d) for s, d, _ in results])
+    outs = [tr.wrap(v, scalar=sc) for v, (_, _, sc) in zip(vs, results)]
+    if isinstance(value, tuple):
+        return type(value)(*outs) if hasattr(type(value), "_fields") else tuple(outs)
+    return outs[0]
+
+
+def _given(**kw) -> dict[str, Any]:
+    """The keyword arguments the caller gave (numpy's `_NoValue` defaults are
+    left to numpy)."""
+    return {k: v for k, v in kw.items() if v is not np._NoValue}
+
+
+# ---- sorting and searching ---------------------------------------------------------
+def _sort_input(tr, a, axis):
+    x = strong(tr, a)
+    if axis is None:
+        return tr.wrap(tr.prims.reshape(x._v(), (x.size,))), 0
+    if x.ndim == 0:
+        raise np.exceptions.AxisError(axis, 0)
+    return x, normalize_axis(axis, x.ndim)
+
+
+def _sort_like(name: str):
+    def impl(tr, a, axis=-1, kind=None, order=None, *, stable=None):
+        if order is not None:
+            raise Unsupported(f"{name} with order= (structured dtypes)")
+        x, ax = _sort_input(tr, a, axis)
+        return call_routine(tr, name, [x], {"axis": ax, "kind": kind, "stable": stable})
+    return impl
+
+
+rule(np.sort)(_sort_like("np.sort"))
+rule(np.argsort)(_sort_like("np.argsort"))
+
+
+def _partition_like(name: str):
+    def impl(tr, a, kth, axis=-1, kind="introselect", order=None):
+        if order is not None:
+            raise Unsupported(f"{name} with order= (structured dtypes)")
+        x, ax = _sort_input(tr, a, axis)
+        k = _static(name, "kth", kth)
+        if isinstance(k, float) or (isinstance(k, tuple) and any(isinstance(i, float) for i in k)):
+            raise TypeError("Partition index must be integer")
+        # numpy checks kth against the real axis length: on a vector of it
+        n = x.shape[ax]
+        np.partition(np.zeros(n, x.dtype), k, kind=kind)
+        dt = x.dtype if name == "np.partition" else _I64
+        return call_routine(tr, name, [x], {"kth": k, "axis": ax, "kind": kind},
+                            known=(x.shape, dt))
+    return impl
+
+
+rule(np.partition)(_partition_like("np.partition"))
+rule(np.argpartition)(_partition_like("np.argpartition"))
+
+
+@rule(np.searchsorted)
+def searchsorted(tr, a, v, side="left", sorter=None):
+    arrays = [strong(tr, a), strong(tr, v)]
+    if sorter is not None:
+        arrays.append(strong(tr, sorter))
+    return call_routine(tr, "np.searchsorted", arrays, {"side": side})
+
+
+# ---- np.linalg ---------------------------------------------------------------------
+def _linalg(name: str, n_arrays: int, *keys: str):
+    """A rule for `np.linalg.<name>(arrays..., **static keywords)`."""
+    full = f"np.linalg.{name}"
+
+    def impl(tr, *args, **kw):
+        if len(args) < n_arrays:
+            raise TypeError(f"{name}() missing required positional arguments")
+        arrays = [strong(tr, a) for a in args[:n_arrays]]
+        extra = dict(zip(keys, args[n_arrays:]))
+        if len(args) - n_arrays > len(keys):
+            raise TypeError(f"{name}() takes at most {n_arrays + len(keys)} positional arguments")
+        for k in kw:
+            if k not in keys:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{k}'")
+        config = _given(**extra, **kw)
+        for k, v in config.items():
+            if isinstance(v, (TracedArray, np.ndarray)) and np.ndim(v):
+                raise Unsupported(f"{full}: {k}= as an array")
+        return call_routine(tr, full, arrays, config)
+
+    impl.__name__ = name
+    return impl
+
+
+rule(np.linalg.norm)(_linalg("norm", 1, "ord", "axis", "keepdims"))
+rule(np.linalg.solve)(_linalg("solve", 2))
+rule(np.linalg.inv)(_linalg("inv", 1))
+rule(np.linalg.det)(_linalg("det", 1))
+rule(np.linalg.slogdet)(_linalg("slogdet", 1))
+rule(np.linalg.cholesky)(_linalg("cholesky", 1, "upper"))
+rule(np.linalg.qr)(_linalg("qr", 1, "mode"))
+rule(np.linalg.svd)(_linalg("svd", 1, "full_matrices", "compute_uv", "hermitian"))
+rule(np.linalg.eigh)(_linalg("eigh", 1, "UPLO"))
+rule(np.linalg.eigvalsh)(_linalg("eigvalsh", 1, "UPLO"))
+rule(np.linalg.pinv)(_linalg("pinv", 1, "rcond", "hermitian", "rtol"))
+rule(np.linalg.matrix_rank)(_linalg("matrix_rank", 1, "tol", "hermitian", "rtol"))
+
+_lstsq = _linalg("lstsq", 2, "rcond")
+
+
+@rule(np.linalg.lstsq)
+def lstsq(tr, a, b, rcond=None):
+    x = strong(tr, a)
+    if x.ndim == 2 and x.shape[0] > x.shape[1]:
+        raise Unsupported("np.linalg.lstsq with more rows than columns: the residuals' shape "
+                          "depends on the rank (data)")
+    return _lstsq(tr, x, b, rcond=rcond)
+
+
+# ---- np.fft: the transforms with real results of real input ----------------------
+def _fft_1d(name: str):
+    full = f"np.fft.{name}"
+
+    def impl(tr, a, n=None, axis=-1, norm=None, out=None):
+        if out is not None:
+            raise Unsupported(f"{full} with out=")
+        x = strong(tr, a)
+        if x.ndim == 0:
+            raise np.exceptions.AxisError(axis, 0)
+        ax = normalize_axis(_static(full, "axis", axis), x.ndim)
+        n = _static(full, "n", n)
+        if n is None:
+            n = 2 * (x.shape[ax] - 1)
+        return call_routine(tr, full, [x], {"n": n, "axis": ax, "norm": norm}, size_keys=("n",))
+
+    impl.__name__ = name
+    return impl
+
+
+def _fft_nd(name: str, default_axes):
+    full = f"np.fft.{name}"
+
+    def impl(tr, a, s=None, axes=default_axes, norm=None, out=None):
+        if out is not None:
+            raise Unsupported(f"{full} with out=")
+        x = strong(tr, a)
+        s, axes = _static(full, "s", s), _static(full, "axes", axes)
+        if s is None:
+            axes = tuple(range(x.ndim)) if axes is None else axes
+            if not axes:
+                raise ValueError("at least one axis must be transformed")
+            axs = [normalize_axis(ax, x.ndim) for ax in axes]
+            s = tuple(x.shape[ax] for ax in axs[:-1]) + (2 * (x.shape[axs[-1]] - 1),)
+        return call_routine(tr, full, [x], {"s": s, "axes": axes, "norm": norm},
+                            size_keys=("s",))
+
+    impl.__name__ = name
+    return impl
+
+
+rule(np.fft.irfft)(_fft_1d("irfft"))
+rule(np.fft.hfft)(_fft_1d("hfft"))
+rule(np.fft.irfft2)(_fft_nd("irfft2", (-2, -1)))
+rule(np.fft.irfftn)(_fft_nd("irfftn", None))
