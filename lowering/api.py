@@ -170,19 +170,10 @@ class CompiledFunction:
                 return r
         tree = (args, kwargs)
         leaves, treedef = pytree.flatten(tree)
-        variant = False  # an entry's guards held but a graph break went another way
-        for entry in self.entries:
-            gvals = entry.gvals(leaves, tree)
-            if gvals is not None and entry.guards(treedef, leaves, gvals):
-                try:
-                    r = entry.run(leaves, gvals, tree)
-                except Exception as e:
-                    return self._rerun(args, kwargs, e)
-                if r is MISS:
-                    variant = True
-                    continue
-                self.stats["cache_hits"] += 1
-                return r
+        n_seen = len(self.entries)
+        r, variant = self._try_entries(self.entries[:n_seen], args, kwargs, leaves, treedef)
+        if r is not MISS:
+            return r
         # (guards accept exact ndarrays only: these leaves never hit an entry)
         for x in leaves:
             if isinstance(x, TracedArray):
@@ -198,21 +189,12 @@ class CompiledFunction:
         if self._failed is not None:
             self.stats["eager_fallbacks"] += 1
             return self.fn(*args, **kwargs)
-        n_seen = len(self.entries)
         with self._lock:
             # another thread may have compiled this case while we waited
-            for entry in self.entries[n_seen:]:  # compiled while this thread waited
-                gvals = entry.gvals(leaves, tree)
-                if gvals is not None and entry.guards(treedef, leaves, gvals):
-                    try:
-                        r = entry.run(leaves, gvals, tree)
-                    except Exception as e:
-                        return self._rerun(args, kwargs, e)
-                    if r is MISS:
-                        variant = True
-                        continue
-                    self.stats["cache_hits"] += 1
-                    return r
+            r, later = self._try_entries(self.entries[n_seen:], args, kwargs, leaves, treedef)
+            if r is not MISS:
+                return r
+            variant = variant or later
             if variant:
                 # the same guards, another path through the graph breaks: one
                 # more entry for it (not a recompile)
@@ -236,6 +218,25 @@ class CompiledFunction:
                                           i, self._why(e, treedef, leaves, tree))
                 self.stats["recompiles"] += 1
             return self._compile_and_run(args, kwargs, leaves, treedef)
+
+    def _try_entries(self, entries, args, kwargs, leaves, treedef):
+        """(result or MISS, whether an entry's guards held but a graph break
+        went another way) for the first entry that runs this call."""
+        tree = (args, kwargs)
+        variant = False
+        for entry in entries:
+            gvals = entry.gvals(leaves, tree)
+            if gvals is not None and entry.guards(treedef, leaves, gvals):
+                try:
+                    r = entry.run(leaves, gvals, tree)
+                except Exception as e:
+                    return self._rerun(args, kwargs, e), False
+                if r is MISS:
+                    variant = True
+                    continue
+                self.stats["cache_hits"] += 1
+                return r, False
+        return MISS, variant
 
     @staticmethod
     def _why(entry, treedef, leaves, tree) -> str:

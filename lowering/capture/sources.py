@@ -140,25 +140,7 @@ def swap_in(state: State, stand_in) -> None:
             if r is not None:
                 new[i] = r
     for i in sorted(new, reverse=True):  # children were found after their parents
-        s = state.slots[i]
-        p = s.parent
-        if p is None:
-            if s.path.root == "C" and not s.path.steps:
-                state.cells.append((s.path.ref, s.value))
-                s.path.ref.cell_contents = new[i]
-            continue
-        ps = state.slots[p]
-        kind, key = s.path.steps[-1]
-        if ps.kind == "tuple":
-            items = list(new.get(p, ps.value))
-            items[key] = new[i]
-            typ = type(ps.value)
-            new[p] = typ(items)
-            _swap_parent(state, p, new)
-        elif ps.kind in ("dict", "list", "globals"):
-            ps.value[key] = new[i]
-        elif ps.kind in ("object", "module") and kind == "a":
-            vars(ps.value)[key] = new[i]
+        _put(state, i, new)
     for s in state.slots:
         if s.kind == "globals" and s.snapshot.get("type", None) is _MISSING:
             # `type(x) is np.ndarray` in the function's module sees what
@@ -189,29 +171,29 @@ class traced_type(metaclass=_TypeMeta):
     `builtins.type` (isinstance checks against it hold as for `type`)."""
 
 
-def _swap_parent(state: State, p: int, new: dict) -> None:
-    """A rebuilt tuple goes where the tuple was."""
-    s = state.slots[p]
-    q = s.parent
-    if q is None:
-        if s.path.root == "C" and not s.path.steps:
-            state.cells.append((s.path.ref, s.value))
-            s.path.ref.cell_contents = new[p]
-        return
-    qs = state.slots[q]
-    kind, key = s.path.steps[-1]
-    if qs.kind == "tuple":
-        items = list(new.get(q, qs.value))
-        items[key] = new[p]
-        new[q] = type(qs.value)(items)
-        _swap_parent(state, q, new)
-    elif qs.kind in ("dict", "list", "globals"):
-        qs.value[key] = new[p]
-    elif qs.kind in ("object", "module") and kind == "a":
-        vars(qs.value)[key] = new[p]
-
-    def arrays(self) -> list[int]:
-        return [i for i, s in enumerate(self.slots) if s.kind == "array"]
+def _put(state: State, i: int, new: dict) -> None:
+    """Slot i's stand-in `new[i]` goes where the slot's value is; a tuple
+    holding it is rebuilt, and goes where that tuple is, and so on up."""
+    while True:
+        s = state.slots[i]
+        p = s.parent
+        if p is None:
+            if s.path.root == "C" and not s.path.steps:
+                state.cells.append((s.path.ref, s.value))
+                s.path.ref.cell_contents = new[i]
+            return
+        ps = state.slots[p]
+        kind, key = s.path.steps[-1]
+        if ps.kind != "tuple":
+            if ps.kind in ("dict", "list", "globals"):
+                ps.value[key] = new[i]
+            elif ps.kind in ("object", "module") and kind == "a":
+                vars(ps.value)[key] = new[i]
+            return
+        items = list(new.get(p, ps.value))
+        items[key] = new[i]
+        new[p] = type(ps.value)(items)
+        i = p
 
 
 def _user_module(name: str) -> bool:
