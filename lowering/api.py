@@ -572,8 +572,12 @@ class CompiledFunction:
             x, label = slot.value, slot.path.label
             kind = slot.kind
             if kind == "array":
-                if id(x) in first:  # the same array as an argument
-                    checks.append(Check("G", k, label, "is_leaf", first[id(x)]))
+                f = first.get(id(x))
+                if f is not None and f >= 0:  # the same array as an argument
+                    checks.append(Check("G", k, label, "is_leaf", f))
+                    continue
+                if f is not None:  # the same array as another path
+                    checks.append(Check("G", k, label, "alias", -1 - f))
                     continue
                 first[id(x)] = -1 - k
                 g_arrays.append(k)
@@ -589,13 +593,6 @@ class CompiledFunction:
                 checks.append(Check("G", k, label, "type", type(x)))
                 if j in sized or j in replaced:
                     checks.append(Check("G", k, label, "len", len(x)))
-        # an array reached by two paths: still one object
-        for k, j in enumerate(keep):
-            slot = state.slots[j]
-            if slot.kind == "array" and first.get(id(slot.value), None) not in (None, -1 - k):
-                f = first[id(slot.value)]
-                if f < 0 and f != -1 - k:
-                    checks.append(Check("G", k, slot.path.label, "alias", -1 - f))
         return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves,
                         g_arrays)
 

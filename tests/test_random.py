@@ -128,3 +128,17 @@ def test_failed_call_does_not_advance_the_generator():
     with pytest.raises(IndexError):
         fn(r2, x, np.array(9))
     assert r1.bit_generator.state == r2.bit_generator.state
+
+
+def test_reseeding_inside_the_function_happens_on_every_call():
+    def f(x):
+        np.random.seed(0)
+        return x + np.random.normal(size=3)
+
+    cf = lowering.compile(f)
+    x = np.zeros(3)
+    for i in range(3):
+        np.random.seed(100 + i)
+        want = f(x)
+        np.random.seed(100 + i)
+        np.testing.assert_array_equal(cf(x), want)

@@ -436,3 +436,20 @@ def test_returned_objects_hold_ndarrays():
         np.testing.assert_array_equal(p.z, [v + 1] * 3)
         _no_tracers((out, p))
     assert f.stats["compiles"] == 1
+
+
+def test_one_array_under_two_keys_of_a_global_dict():
+    A = np.zeros(3)
+    P = {"a": A, "b": A}
+
+    def f(x):
+        P["a"] += x
+        return P["b"] * 1
+
+    cf = lowering.compile(f)
+    for _ in range(3):
+        A[:] = 0
+        want = f(np.ones(3)).copy()
+        A[:] = 0
+        np.testing.assert_array_equal(cf(np.ones(3)), want)
+        assert P["a"] is P["b"] is A

@@ -60,18 +60,21 @@ def draw(tracer, source: int | None, gen, method: str, args: tuple, kwargs: dict
                else f"{method} on a random generator")
         leaves, tdef = pytree.flatten((args, kwargs))
         traced = [x for x in leaves if isinstance(x, TracedArray)]
-        concrete = iter(tracer.graph_break(f"{why} runs eagerly", traced))
+        concrete = iter(tracer.graph_break(f"{why} runs eagerly", traced, force=True))
+        tracer.trace.replayable = False  # the generator call must run again on every call
         leaves = [next(concrete) if isinstance(x, TracedArray) else x for x in leaves]
         a, k = pytree.unflatten(tdef, leaves)
         return tracer.adopt(real(*a, **k))
     # what the draw makes (shape, dtype, kind): the same call on a copy
     probe = getattr(copy.deepcopy(gen), method)(*args, **kwargs)
     if probe is None or not isinstance(probe, (np.ndarray, np.generic, float, int, bool)):
-        tracer.graph_break(f"{method} on a random generator runs eagerly", [])
+        tracer.graph_break(f"{method} on a random generator runs eagerly", [], force=True)
+        tracer.trace.replayable = False
         return real(*args, **kwargs)
     arr = np.asarray(probe)
     if not supported(arr.dtype):
-        tracer.graph_break(f"a random draw of dtype {arr.dtype} runs eagerly", [])
+        tracer.graph_break(f"a random draw of dtype {arr.dtype} runs eagerly", [], force=True)
+        tracer.trace.replayable = False
         return real(*args, **kwargs)
     python = type(probe) in (float, int, bool)
     d = Draw(source, method, tuple(args), dict(kwargs), python_float=type(probe) is float)
@@ -97,7 +100,8 @@ class TracedGenerator:
         real = getattr(self._gen, name)
         if not callable(real) or name.startswith("_"):
             if name in ("bit_generator", "_bit_generator"):
-                self._t.graph_break("the generator's bit generator is used directly", [])
+                self._t.graph_break("the generator's bit generator is used directly", [], force=True)
+                self._t.trace.replayable = False
             return real
 
         def call(*args, **kwargs):
@@ -131,7 +135,9 @@ def _maker(name: str, original):
     def wrapper(*args, **kwargs):
         tracer = getattr(_current, "tracer", None)
         if tracer is not None:
-            tracer.graph_break(f"np.random.{name}: a generator made inside the function", [])
+            tracer.graph_break(f"np.random.{name}: a generator made inside the function", [],
+                               force=True)
+            tracer.trace.replayable = False
         return original(*args, **kwargs)
 
     wrapper.__name__ = wrapper.__qualname__ = name

@@ -414,12 +414,14 @@ class Tracer:
 
     # ---- graph breaks ---------------------------------------------------
     def graph_break(self, reason: str, needed: list["TracedArray"],
-                    private: "TracedArray | None" = None) -> list[np.ndarray]:
+                    private: "TracedArray | None" = None, force: bool = False) -> list[np.ndarray]:
         """Run what was captured so far and return concrete values of `needed`.
         `private`: an array the eager code will write into; if its memory is
         the caller's, it gets a copy (the caller's arrays are written only when
         the whole call has succeeded)."""
-        folded = conversions.fold_needed(self, needed)  # made from constants alone: no break
+        # values made from constants alone need no break (`force`: the break
+        # itself matters, e.g. a generator reseeded at this point)
+        folded = None if force else conversions.fold_needed(self, needed)
         if folded is not None:
             return folded
         loc = user_location()
