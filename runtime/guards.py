@@ -204,9 +204,18 @@ class GuardSet:
 
 
 def _overlap(leaves, idx, globals_=(), gidx=()) -> bool:
-    arrs = [leaves[i] for i in idx] + [globals_[i] for i in gidx]
+    """Do written arrays overlap? Arguments that are the same object are
+    guarded as aliases; a state array that is an argument (or another state
+    array) now but was not when traced counts as overlap."""
+    arrs = [leaves[i] for i in idx]
+    gs = [globals_[i] for i in gidx]
     for i in range(len(arrs)):
         for j in range(i + 1, len(arrs)):
             if arrs[i] is not arrs[j] and np.may_share_memory(arrs[i], arrs[j]):
+                return True
+    every = arrs + gs
+    for i in range(len(arrs), len(every)):
+        for j in range(i):
+            if np.may_share_memory(every[i], every[j]):
                 return True
     return False

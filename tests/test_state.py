@@ -453,3 +453,21 @@ def test_one_array_under_two_keys_of_a_global_dict():
         A[:] = 0
         np.testing.assert_array_equal(cf(np.ones(3)), want)
         assert P["a"] is P["b"] is A
+
+
+def test_state_array_that_becomes_the_argument_it_was_not():
+    class M:
+        pass
+
+    def f(x, m):
+        x += 1
+        return m.W * 2
+
+    cf = lowering.compile(f)
+    for alias in [False, True, True, False]:
+        xe, xc = np.zeros(3), np.zeros(3)
+        me, mc = M(), M()
+        me.W = xe if alias else np.zeros(3)
+        mc.W = xc if alias else np.zeros(3)
+        np.testing.assert_array_equal(cf(xc, mc), f(xe, me))
+        np.testing.assert_array_equal(xc, xe)
