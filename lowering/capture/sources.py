@@ -237,6 +237,8 @@ def code_names(fns: list) -> tuple[set[str], list]:
             c = codes.pop()
             names.update(c.co_names)
             names.update(c.co_freevars)
+            # names given as strings (`getattr(obj, "alpha")`)
+            names.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
             codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
         g = f.__globals__
         for n in f.__code__.co_names:
