@@ -471,3 +471,18 @@ def test_state_array_that_becomes_the_argument_it_was_not():
         mc.W = xc if alias else np.zeros(3)
         np.testing.assert_array_equal(cf(xc, mc), f(xe, me))
         np.testing.assert_array_equal(xc, xe)
+
+
+def test_scalar_read_by_getattr_with_a_string_is_guarded():
+    class M:
+        pass
+
+    m = M()
+
+    def f(x, m):
+        return x * getattr(m, "alpha") + getattr(m, "k")
+
+    cf = lowering.compile(f)
+    for a, k in [(2.0, 1), (3.0, 1), (3.0, 5)]:
+        m.alpha, m.k = a, k
+        np.testing.assert_array_equal(cf(np.ones(3), m), f(np.ones(3), m))
