@@ -19,8 +19,16 @@ A gather (`take`, fancy indexing) is a load at a data-dependent index: the
 index value, checked and normalized by `loop.index`, is one more index of the
 load; a scatter and a scan (`cumsum`) are kernels whose points run in order.
 Ops the loop level does not generate become `loop.extern` calls (matmul goes
-to BLAS; concat/pad/insert_slice run in numpy for now; an `array.routine` is its
-numpy routine, one extern for all of its results, named `numpy:np.linalg.svd`).
+to BLAS; concat/pad run in numpy for now; an `array.routine` is its numpy
+routine, one extern for all of its results, named `numpy:np.linalg.svd`).
+
+A slice assignment (`array.insert_slice`) into a value nothing else reads —
+the program's own array, filled row by row (`out = np.zeros(...)`,
+`out[i] = f(x[i])`) — is done in place: its result takes the destination's
+buffer and one kernel computes the source, fused, and stores it into the
+window (destination-passing, as MLIR's one-shot bufferization does). Any
+other slice assignment copies (a numpy extern): the destination is read
+again later, or is the caller's array (kept pristine for an eager re-run).
 Every kernel records the tensor ops fused into it and every refused fusion
 leaves a reason (`LoweringReport`), which `explain` shows."""
 
@@ -51,6 +59,8 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.printer import Printer
+
+import numpy as np
 
 from dialects import array as A
 from dialects import loop as L
@@ -295,8 +305,12 @@ def is_prefix(idx: Index) -> int | None:
 
 
 class Restart(Exception):
-    def __init__(self, value: SSAValue, reason: str):
-        self.value, self.reason = value, reason
+    """Lowering starts over with `value` realized (its own kernel) — or, with
+    `undefer`, with `value` (a deferred output, see `Lowering.deferrable`)
+    given its own kernel at its place instead of a reduction's pass."""
+
+    def __init__(self, value: SSAValue, reason: str, undefer: bool = False):
+        self.value, self.reason, self.undefer = value, reason, undefer
 
 
 @dataclass
@@ -306,6 +320,7 @@ class Lowering:
     realized: set = field(default_factory=set)
     reasons: list[str] = field(default_factory=list)
     kernel_ops: list[tuple[str, list[str]]] = field(default_factory=list)
+    no_defer: set = field(default_factory=set)
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
@@ -359,6 +374,9 @@ class Lowering:
                 self.realized.update(o for o in op.operands if not isinstance(o, BlockArgument)
                                      or o.owner is not self.block)
                 continue
+            if in_place(op, self.uses):
+                self.realized.update((op.dest, op.result))  # the source is computed in its kernel
+                continue
             if not generated(op):
                 operands = list(op.operands)
                 if isinstance(op, A.DotOp):
@@ -366,6 +384,7 @@ class Lowering:
                     operands = [blas_operand(o)[0] for o in operands]
                 self.realized.update(operands)
                 self.realized.update(op.results)
+        self.overwritten = overwritten(self.block, self.uses)
         for op in self.block.ops:
             for r in op.results:
                 if r not in self.realized and self.uses[r] >= 2 and self.cost(r) >= RECOMPUTE_LIMIT:
@@ -389,10 +408,13 @@ class Lowering:
     # ---- driver --------------------------------------------------------------
     def run(self) -> func.FuncOp:
         try:
-            for _ in range(64):
+            for _ in range(64 + len(self.realized)):
                 try:
                     return self._emit_func()
                 except Restart as r:
+                    if r.undefer:
+                        self.no_defer.add(r.value)
+                        continue
                     self.realized.add(r.value)
                     self.reasons.append(r.reason)
             raise RuntimeError("lower-to-loop did not converge")
@@ -407,18 +429,62 @@ class Lowering:
         self.buffer: dict[SSAValue, SSAValue] = dict(zip(self.block.args, body.args))
         self.kernels = 0
         self.kernel_ops = []
+        self.pending: set[SSAValue] = set()  # deferred: a later reduction's pass stores them
+        self.carried: dict[SSAValue, KernelEmitter] = {}  # ... and the kernel that did
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
+                if self.pending:  # no reduction's pass took it: its own kernel, where it was
+                    raise Restart(next(iter(self.pending)), "", undefer=True)
                 body.add_op(func.ReturnOp(*[self.buffer[v] for v in op.arguments]))
                 continue
             for r in op.results:
                 if r in self.realized:
+                    if self.deferrable(op, r):
+                        self._alloc(r)
+                        self.pending.add(r)
+                        continue
                     self._realize(op, r)
         outs = [o.type for o in body.last_op.operands]
         f = func.FuncOp("main", FunctionType.from_lists(in_types, outs), Region(body))
         if self.func_op.arg_attrs is not None:
             f.arg_attrs = self.func_op.arg_attrs
         return f
+
+    def deferrable(self, op: Operation, v: SSAValue) -> bool:
+        """A realized point-wise value (no reduction, matmul or gather in its
+        expression) that a row reduction reads, point by point, through
+        point-wise ops only: `y = x * 2 + 1` returned and summed. Its kernel
+        is deferred: the reduction's pass over y computes each point, stores
+        it, and folds it in (one pass over memory instead of a write and a
+        re-read: Inductor's multi-output reduction). Where that does not
+        happen as planned, `Restart(undefer=True)` gives y its own kernel."""
+        if v in self.no_defer or isinstance(v, BlockArgument) or len(op.results) != 1:
+            return False
+        if not generated(op) or isinstance(op, (A.ReduceOp, A.ArgReduceOp, A.DotOp, A.ScatterOp,
+                                                A.ScanOp, A.GatherOp)) or is_view(op):
+            return False
+        shape = v.type.get_shape()
+        found: list = []
+        KernelEmitter(self, v, v)._collect(v, tuple(dim(i) for i in range(len(shape))), found, set())
+        if found:
+            return False
+        todo, seen = [v], {v}
+        while todo:  # forward through unrealized point-wise users of the same shape
+            for use in todo.pop().uses:
+                user = use.operation
+                if isinstance(user, A.ReduceOp):
+                    if (user.input.type.get_shape() == shape
+                            and not (column_reduction(user) and accumulated(user))):
+                        return True
+                    continue
+                if (len(user.results) == 1 and user.results[0] not in seen
+                        and user.results[0] not in self.realized and not is_view(user)
+                        and not isinstance(user, (A.DotOp, A.GatherOp, A.ScatterOp, A.ScanOp,
+                                                  A.ArgReduceOp))
+                        and user.results[0].type.get_shape() == shape):
+                    seen.add(user.results[0])
+                    todo.append(user.results[0])
+        return False
 
     def _alloc(self, v: SSAValue) -> SSAValue:
         t = memref_of(v.type)
@@ -428,6 +494,14 @@ class Lowering:
         return a.memref
 
     def _realize(self, op: Operation, v: SSAValue) -> None:
+        if in_place(op, self.uses):
+            if v not in self.buffer:
+                self.buffer[v] = self.buffer[op.dest]
+                InsertEmitter(self, v, self.buffer[v]).emit()
+            return
+        if v in self.overwritten:  # never read: slice assignments cover it all first
+            self._alloc(v)
+            return
         if not generated(op):
             if all(r in self.buffer for r in op.results):
                 return  # one extern makes all of a routine's results
@@ -441,6 +515,9 @@ class Lowering:
                                  if any(t for _, t in ops) else "")
             else:
                 ins = [self.buffer[o] for o in op.operands]
+            for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands)]:
+                if o in self.pending:  # read whole, before a reduction's pass stores it
+                    raise Restart(o, "", undefer=True)
             outs = [self._alloc(r) for r in op.results]
             self.out.add_op(L.ExternOp(fn, ins, outs, generic_text(op)))
             self.kernel_ops.append((f"extern {fn}", [describe(op)]))
@@ -461,6 +538,49 @@ class Lowering:
             DotEmitter(self, v, buf).emit()
             return
         KernelEmitter(self, v, buf).emit()
+
+
+def in_place(op: Operation, uses: Counter) -> bool:
+    """A slice assignment done in the destination's own buffer: the
+    destination is a value of the program (not the caller's array: an eager
+    re-run needs it pristine) that nothing but this assignment reads."""
+    return (isinstance(op, A.InsertSliceOp) and not isinstance(op.dest, BlockArgument)
+            and uses[op.dest] == 1 and not any(_half(v) for v in (op.source, op.dest))
+            and op.source.type.element_type == op.dest.type.element_type)
+
+
+OVERWRITE_CHECK_LIMIT = 1 << 24  # elements: a coverage mask costs this many bytes
+
+
+def overwritten(block: Block, uses: Counter) -> set[SSAValue]:
+    """Values whose every element a chain of in-place slice assignments
+    replaces before anything reads them: `out = np.zeros((n, m))` filled row
+    by row. Their buffer is allocated, never computed."""
+    out = set()
+    for op in block.ops:
+        if not in_place(op, uses) or (isinstance(op.dest.owner, A.InsertSliceOp)
+                                      and in_place(op.dest.owner, uses)):
+            continue
+        shape = op.dest.type.get_shape()
+        n = 1
+        for d in shape:
+            n *= d
+        if n > OVERWRITE_CHECK_LIMIT or not isinstance(op.dest.owner, Operation) or len(
+                op.dest.owner.results) != 1:  # (one of a routine's results is made with the rest)
+            continue
+        covered = np.zeros(shape, bool)
+        ins = op
+        while True:  # along the chain: each assignment's result feeds only the next
+            window = [a + c * np.arange(m) for a, c, m in
+                      zip(A.ints(ins.start), A.ints(ins.step), ins.source.type.get_shape())]
+            covered[np.ix_(*window)] = True
+            nxt = [u.operation for u in ins.result.uses]
+            if len(nxt) != 1 or not in_place(nxt[0], uses) or nxt[0].dest is not ins.result:
+                break
+            ins = nxt[0]
+        if covered.all():
+            out.add(op.dest)
+    return out
 
 
 def blas_operand(v: SSAValue) -> tuple[SSAValue, bool]:
@@ -498,6 +618,7 @@ class KernelEmitter:
 
     def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
         self.lw, self.root, self.buf = lw, root, buf
+        self.target = root  # the value whose points the kernel stores
 
     # phase 1: which reductions does the root need, at which index?
     def _collect(self, v: SSAValue, idx: Index, found: list, seen: set) -> None:
@@ -550,7 +671,7 @@ class KernelEmitter:
         return [(x, tuple(out))]
 
     def emit(self) -> None:
-        lw, root = self.lw, self.root
+        lw, root = self.lw, self.target
         shape = root.type.get_shape()
         n = len(shape)
         found: list = []
@@ -608,8 +729,11 @@ class KernelEmitter:
         lw.out.add_op(self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf]))))
 
     def _store(self, val: SSAValue, idx: Index) -> None:
-        m = AffineMap(len(self.dims), 0, idx)
+        m = AffineMap(len(self.dims), 0, self.stored_at(idx))
         self.block.add_op(L.StoreOp(val, self.buf, self.dims, m))
+
+    def stored_at(self, idx: Index) -> Index:
+        return idx
 
     def _emit_reduce(self, op, pidx: Index) -> SSAValue:
         x = op.input
@@ -623,10 +747,12 @@ class KernelEmitter:
         rb = r.body.block
         saved = getattr(self, "block", None), getattr(self, "dims", None), getattr(self, "memo", None)
         self.block, self.dims, self.memo = rb, list(self.kblock.args) + list(rb.args), {}
+        self.reducing = [*A.ints(self.k.parallel), *ranges]  # (see `_carry`)
         (_, xi), = self._reduce_operand_index(op, pidx, self.p)
         v = self.value_at(x, xi)
         rb.add_op(L.YieldOp(v))
         self.block, self.dims, self.memo = saved
+        self.reducing = None
         return r.result
 
     # phase 2: scalar code for v at idx in the current region
@@ -663,7 +789,8 @@ class KernelEmitter:
         res = yield from self._value_at(v, idx)
         self.memo[(v, tuple(map(str, idx)))] = res
         op = v.owner
-        if (isinstance(op, Operation) and not (v in self.lw.buffer and v is not self.root)
+        if (isinstance(op, Operation) and not (v in self.lw.buffer and v is not self.root
+                                               and self.lw.carried.get(v) is not self)
                 and not is_view(op) and not isinstance(op, A.ConstantOp)):
             d = describe(op)
             if d not in self.fused:
@@ -677,10 +804,51 @@ class KernelEmitter:
     def _value_at(self, v: SSAValue, idx: Index):
         """Generator (see `_value_steps`): `yield (o, i)` is the value of o at i."""
         lw = self.lw
+        if v is not self.root and (v in lw.pending or lw.carried.get(v) is self):
+            return (yield from self._carry(v, idx))
         if v in lw.buffer and (v in lw.realized or isinstance(v, BlockArgument)) and v is not self.root:
             buf = lw.buffer[v]
             self.used_buffers.append(buf)
             return self._emit(L.LoadOp(buf, self.dims, AffineMap(len(self.dims), 0, idx)))
+        return (yield from self._compute(v, idx))
+
+    def _carry(self, v: SSAValue, idx: Index):
+        """A deferred value (`Lowering.deferrable`) met in this kernel: inside
+        a reduction's body that visits each of its points exactly once, it is
+        computed here and stored; anywhere else (or a second time in this
+        kernel, which would read points not stored yet) lowering restarts
+        with v given its own kernel."""
+        lw = self.lw
+        if v in lw.pending and self._covers(v, idx):
+            lw.pending.discard(v)
+            lw.carried[v] = self
+            val = yield from self._compute(v, idx)
+            buf = lw.buffer[v]
+            self.used_buffers.append(buf)
+            self.block.add_op(L.StoreOp(val, buf, self.dims, AffineMap(len(self.dims), 0, idx)))
+            return val
+        raise Restart(v, "", undefer=True)
+
+    def _covers(self, v: SSAValue, idx: Index) -> bool:
+        """idx names every dim of the reduction body being built, once each,
+        over v's own extents: the body's points are v's points, one to one."""
+        ranges = getattr(self, "reducing", None)
+        shape = v.type.get_shape()
+        if ranges is None or not (len(idx) == len(self.dims) == len(ranges) == len(shape)):
+            return False
+        used = set()
+        for e, n in zip(idx, shape):
+            s = str(e)
+            if not (s.startswith("d") and s[1:].isdigit()) or int(s[1:]) in used:
+                return False
+            j = int(s[1:])
+            if j >= len(ranges) or ranges[j] != n:
+                return False
+            used.add(j)
+        return True
+
+    def _compute(self, v: SSAValue, idx: Index):
+        """Generator: v's own scalar code at idx (its operands asked for)."""
         op = v.owner
         if isinstance(op, (A.ReduceOp, A.ArgReduceOp)):
             raise Restart(v, f"{op.name} is realized: needed inside another loop")
@@ -741,6 +909,26 @@ class KernelEmitter:
         from xdsl.dialects.builtin import AffineMapAttr
 
         return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
+
+
+class InsertEmitter(KernelEmitter):
+    """`dest[window] = source` in dest's buffer (see `in_place`): a kernel
+    over the source's domain, the source's expression fused in, storing at
+    start + step * index."""
+
+    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
+        super().__init__(lw, root, buf)
+        op = root.owner
+        self.target = op.source
+        self.window = list(zip(A.ints(op.start), A.ints(op.step)))
+
+    def stored_at(self, idx: Index) -> Index:
+        return tuple(const(a) + e * c for e, (a, c) in zip(idx, self.window))
+
+    def emit(self) -> None:
+        super().emit()
+        _, fused = self.lw.kernel_ops[-1]
+        fused.append(describe(self.root.owner))
 
 
 class _OrderedEmitter(KernelEmitter):
