@@ -21,7 +21,7 @@ from runtime.guards import Check, GuardSet, layout_class, layout_of
 
 from . import pytree
 from .capture.conversions import constructors_capture
-from .capture.dtypes import supported
+from dialects.dtypes import supported
 from .capture.random import TracedGenerator, random_capture
 from .capture import sources as state_mod
 from .capture.tracer import (

@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from . import pytree
-from .capture.dtypes import supported
+from dialects.dtypes import supported
 from .capture.tracer import HOLE, Draw, Trace, fresh_results
 from .capture.views import np_apply_all
 from .fastpath import MISS

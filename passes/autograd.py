@@ -46,6 +46,8 @@ from xdsl.ir import Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 from dialects import array as A
+from dialects.dtypes import from_ir
+from dialects.prims import Prims
 
 BWD = "bwd"  # attribute marking ops of the backward computation
 REMAT = "remat"  # attribute marking ops inside lowering.checkpoint regions
@@ -60,8 +62,6 @@ def _shape(v: SSAValue) -> tuple[int, ...]:
 
 
 def _dtype(v: SSAValue) -> np.dtype:
-    from lowering.capture.dtypes import from_ir
-
     return from_ir(v.type.element_type)  # type: ignore[attr-defined]
 
 
@@ -742,8 +742,6 @@ class Autograd(ModulePass):
     name = "autograd"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        from lowering.capture.prims import Prims
-
         for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
             differentiate_function(f, Prims(f.body.blocks[0]))
 

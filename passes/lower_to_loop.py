@@ -63,6 +63,7 @@ from xdsl.printer import Printer
 import numpy as np
 
 from dialects import array as A
+from dialects.dtypes import from_ir
 from dialects import loop as L
 
 # ufuncs (by numpy name) that every loop-level code generator implements;
@@ -211,8 +212,6 @@ def column_reduction(op: A.ReduceOp) -> bool:
     axes = A.ints(op.axes)
     if not shape or (len(shape) - 1) in axes or shape[-1] < 8:
         return False
-    from lowering.capture.dtypes import from_ir
-
     n = from_ir(op.input.type.element_type).itemsize
     for d in shape:
         n *= d

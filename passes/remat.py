@@ -37,6 +37,7 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from dialects import array as A
+from dialects.dtypes import from_ir
 
 from .autograd import BWD, REMAT
 
@@ -44,8 +45,6 @@ STRATEGIES = ("save_all", "min_cut")
 
 
 def nbytes(v: SSAValue) -> int:
-    from lowering.capture.dtypes import from_ir
-
     t = v.type
     n = int(np.prod(t.get_shape(), dtype=np.int64))  # type: ignore[attr-defined]
     return n * from_ir(t.element_type).itemsize  # type: ignore[attr-defined]

@@ -25,7 +25,7 @@ from passes.schedule import Schedule
 from runtime import blas, cpu, errors
 from runtime.memory import POOL
 
-from ..capture.dtypes import from_ir
+from dialects.dtypes import from_ir
 from ..codegen.llvm import Emitter
 from . import numpy_backend
 

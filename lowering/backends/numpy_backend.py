@@ -14,7 +14,7 @@ from xdsl.ir import Operation
 from dialects import array as A
 from runtime.program import Program
 
-from ..capture.dtypes import from_ir
+from dialects.dtypes import from_ir
 
 
 def _arr(x):

@@ -46,7 +46,7 @@ from dialects import array as A
 
 from .. import pytree
 from . import registry
-from .dtypes import supported
+from dialects.dtypes import supported
 from .tracer import _INTERNAL, _USER_FILES, MUTATING
 
 _CONVERSIONS = ("asarray", "array", "asanyarray", "ascontiguousarray")

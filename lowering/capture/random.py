@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from .. import pytree
-from .dtypes import supported
+from dialects.dtypes import supported
 
 _current = threading.local()
 

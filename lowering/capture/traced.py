@@ -173,7 +173,7 @@ class TracedArray:
         object.__setattr__(self, name, value)
         if name == "_cache" and self._steps:
             t = value[1].type
-            from .dtypes import from_ir
+            from dialects.dtypes import from_ir
 
             object.__setattr__(self, "_shape", t.get_shape())
             object.__setattr__(self, "_dtype", from_ir(t.element_type))

@@ -28,8 +28,8 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from .. import pytree
-from .dtypes import supported, tensor_type
-from .prims import Prims, dtype_of, shape_of
+from dialects.dtypes import supported, tensor_type
+from dialects.prims import Prims, dtype_of, shape_of
 from .views import ReshapeStep, np_apply_all, strided_dummy
 
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

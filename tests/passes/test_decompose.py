@@ -20,7 +20,7 @@ from xdsl.ir import Block, Region
 import lowering
 from dialects import array as A
 from lowering.backends.numpy_backend import compile_module
-from lowering.capture.dtypes import tensor_type
+from dialects.dtypes import tensor_type
 from lowering.pipeline import context
 from lowering.testing import TIER1_UFUNCS, assert_same_value, edge_values
 from passes.decompose import Decompose
@@ -205,6 +205,6 @@ def test_nothing_but_ufuncs_changes_and_it_is_idempotent():
 
 
 def _dt(v) -> np.dtype:
-    from lowering.capture.dtypes import from_ir
+    from dialects.dtypes import from_ir
 
     return from_ir(v.type.element_type)

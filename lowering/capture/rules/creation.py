@@ -36,7 +36,7 @@ def _like(tr, a, fill, dtype, shape):
     x = tr.lift(a)
     dt = np.dtype(dtype) if dtype is not None else x.dtype
     shp = x.shape if shape is None else static_shape(shape)
-    from ..dtypes import supported
+    from dialects.dtypes import supported
 
     if not supported(dt):
         raise Unsupported(f"arrays of dtype {dt}")

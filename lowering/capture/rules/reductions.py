@@ -111,7 +111,7 @@ def finish(tr, v, out, scalar_ok: bool = True) -> TracedArray:
 
 
 def _dtype_of(v) -> np.dtype:
-    from ..prims import dtype_of
+    from dialects.prims import dtype_of
 
     return dtype_of(v)
 

@@ -171,7 +171,7 @@ def astype(tr, x, dtype, casting="unsafe", copy=True):
         raise TypeError(f"Cannot cast array data from {x.dtype!r} to {dt!r} according to the rule {casting!r}")
     if not copy and dt == x.dtype:
         return x
-    from ..dtypes import supported
+    from dialects.dtypes import supported
 
     if not supported(dt):
         raise Unsupported(f"astype to {dt}")

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ... import routines
-from ..dtypes import supported
+from dialects.dtypes import supported
 from ..registry import rule
 from ..traced import TracedArray
 from ..tracer import Unsupported
