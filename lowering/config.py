@@ -8,6 +8,8 @@ Environment:
   LOWERING_NATIVE_ENTRY=0                              no JIT-compiled entry for cached calls
                                                        (runtime/native.py; on by default)
   LOWERING_THREADS=n                                   kernel threads (default: all cores)
+  LOWERING_VECTOR_BITS=256                             vectorize for this SIMD width (128 | 256
+                                                       | 512; default: the host's)
 """
 
 from __future__ import annotations

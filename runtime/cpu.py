@@ -78,8 +78,21 @@ def target_machine():
     return _tm
 
 
+VECTOR_BITS_CHOICES = (128, 256, 512)
+
+
 def vector_bits() -> int:
-    """The host's SIMD register width: kernels are vectorized for it."""
+    """The SIMD register width kernels are vectorized for: the host's, or
+    LOWERING_VECTOR_BITS (128, 256 or 512) to vectorize for another width
+    (LLVM splits vectors wider than the host's registers, so the kernels stay
+    correct, if slower; the process-replay check pins it so that recorded
+    kernels compare on any host)."""
+    forced = os.environ.get("LOWERING_VECTOR_BITS")
+    if forced:
+        if not forced.isdigit() or int(forced) not in VECTOR_BITS_CHOICES:
+            raise ValueError(f"LOWERING_VECTOR_BITS must be one of {VECTOR_BITS_CHOICES}, "
+                             f"got {forced!r}")
+        return int(forced)
     target_machine()
     f = llvm.get_host_cpu_features()
     if f.get("avx512f"):
