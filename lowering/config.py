@@ -1,7 +1,9 @@
 """All knobs in one place, with environment overrides and a context manager.
 
 Environment:
-  LOWERING_LOGS=graph,guards,recompiles,graph_breaks   log channels (or "all")
+  LOWERING_LOGS=graph,guards,recompiles,graph_breaks   log channels (or "all"; also passes:
+                                                       each pass's time, perf: every stage's
+                                                       time, emission and JIT included)
   LOWERING_RECOMPILE_LIMIT=8                           recompiles before eager
   LOWERING_BACKEND=cpu                                 default backend (cpu | numpy)
   LOWERING_PARTITION=min_cut                           forward/backward cut (min_cut | save_all)
@@ -19,7 +21,7 @@ import logging
 import os
 from dataclasses import dataclass, field, fields
 
-LOG_CHANNELS = ("graph", "guards", "recompiles", "graph_breaks", "passes")
+LOG_CHANNELS = ("graph", "guards", "recompiles", "graph_breaks", "passes", "perf")
 
 
 @dataclass

@@ -4,6 +4,7 @@
     python -m lowering.dump --example softmax
     python -m lowering.dump --passes                     # the pipeline, in order
     python -m lowering.dump --example gelu --passes      # IR after each pass, timed
+    python -m lowering.dump --example gelu --time-passes # every stage's time
 
 The output is MLIR text that xDSL parses back: each captured graph is one
 `builtin.module`; graphs are separated by `// -----` lines (so `xdsl-opt
@@ -368,55 +369,77 @@ def print_graphs(d: Dump, out: TextIO, between: Callable[[int, Any], None] | Non
 
 def print_lower_stages(d: Dump, out: TextIO, which: Sequence[str]) -> None:
     """The levels below the tensor level for each graph (inputs C-contiguous,
-    as the dump builds them)."""
-    from .backends.cpu_backend import stages
+    as the dump builds them), as the CPU backend's pipeline leaves them."""
+    from .backends.cpu_backend import emitted
+    from .pipeline import LEVEL_AFTER, lower
 
     for i, module in enumerate(d.modules):
         n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
-        texts = stages(module, ["C"] * n)
+        texts: dict[str, str] = {}
+
+        def keep(p, m, dt: float) -> None:
+            if p.name in LEVEL_AFTER:
+                texts[LEVEL_AFTER[p.name]] = str(m)
+
+        final, _ = lower(module, "cpu", ["C"] * n, keep)
+        if {"llvm", "asm"} & set(which):
+            texts.update(emitted(final))
         for st in which:
             graph = f" graph {i}" if len(d.modules) > 1 else ""
             out.write(f"// -----// {st} level{graph} //----- //\n")
             out.write(texts[st].rstrip("\n") + "\n")
 
 
-def pipeline_listing() -> list[tuple[str, str]]:
-    from .pipeline import tensor_passes
+def pipeline_listing(backend: str = "cpu") -> list[tuple[str, str]]:
+    """(stage name, where it lives) for every stage of `backend`, in order:
+    the passes, then the emitter."""
+    from .pipeline import EMITTERS, pipeline
 
-    return [(p.name, f"{type(p).__module__}.{type(p).__name__}") for p in tensor_passes()]
+    rows = [(p.name, f"{type(p).__module__}.{type(p).__name__}") for p in pipeline(backend)]
+    return rows + list(EMITTERS[backend])
 
 
 def print_pipeline(out: TextIO, prefix: str = "") -> None:
-    rows = pipeline_listing()
+    from .pipeline import tensor_passes
+
+    rows = pipeline_listing("cpu")
     w = max(len(n) for n, _ in rows)
-    out.write(f"{prefix}tensor-level pipeline (lowering.pipeline.tensor_passes), in order:\n")
+    n_tensor = len(tensor_passes())
+    out.write(f"{prefix}the pipeline (lowering.pipeline), in order, for the cpu backend:\n")
     for i, (name, where) in enumerate(rows, 1):
-        out.write(f"{prefix}  {i}. {name.ljust(w)}  {where}\n")
-    out.write(f"{prefix}then the CPU backend (lowering.backends.cpu_backend):\n")
-    for i, (name, what) in enumerate([
-            ("lower-to-loop", "passes.lower_to_loop: fusion, tensor -> loop level"),
-            ("schedule", "passes.schedule: loop -> kernel level (cost model)"),
-            ("llvm-emit", "lowering.codegen.llvm: kernel level -> LLVM IR"),
-            ("llvm-O3", "runtime.cpu: LLVM's -O3 pipeline and MCJIT")], len(rows) + 1):
-        out.write(f"{prefix}  {i}. {name.ljust(w)}  {what}\n")
+        if i == n_tensor + 1:
+            out.write(f"{prefix}  -- below the tensor level --\n")
+        out.write(f"{prefix}  {i:2}. {name.ljust(w)}  {where}\n")
+    out.write(f"{prefix}the numpy backend runs passes 1-{n_tensor}, then its emitter "
+              f"(lowering.backends.numpy_backend)\n")
 
 
-def run_pipeline_printing(module, out: TextIO, timings: dict[str, float]) -> None:
-    """Run the tensor pipeline on a copy of module, printing the IR after each
-    pass (verified) with the time the pass took."""
-    from .pipeline import run_passes, tensor_passes
+def run_pipeline_printing(module, out: TextIO, timings: dict[str, float],
+                          show_ir: bool = True) -> None:
+    """Run the CPU backend's pipeline on a copy of module, printing the IR
+    after each pass (verified), down to the kernel level, with the time the
+    pass took; then time the emitter (LLVM IR, -O3, JIT)."""
+    import time
+
+    from .pipeline import EMITTERS, emit, lower
 
     def after(p, m, dt: float) -> None:
         timings[p.name] = timings.get(p.name, 0.0) + dt
-        out.write(f"// -----// IR after {p.name} ({dt * 1e3:.2f} ms) //----- //\n")
-        out.write(f"{str(m)}\n")
+        if show_ir:
+            out.write(f"// -----// IR after {p.name} ({dt * 1e3:.2f} ms) //----- //\n")
+            out.write(f"{str(m)}\n")
         try:
             m.verify()
         except Exception as e:
             raise RuntimeError(f"pass {p.name} produced IR that does not verify: "
                                f"{_one_line(e)}") from e
 
-    run_passes(module.clone(), tensor_passes(), after)
+    n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
+    final, report = lower(module, "cpu", ["C"] * n, after)
+    t0 = time.perf_counter()
+    emit(final, "cpu", report)
+    name = "+".join(e for e, _ in EMITTERS["cpu"])
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
 def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -> Callable:
@@ -504,7 +527,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="list the pipeline's passes in order; with a function, also print "
                         "the IR after each pass and the time it took")
     p.add_argument("--print-between-passes", action="store_true",
-                   help="print the IR after each pass (with its time)")
+                   help="print the IR after each pass, down to the kernel level (with its "
+                        "time)")
+    p.add_argument("--time-passes", action="store_true",
+                   help="time every stage (each pass, and the emitter: LLVM IR, -O3, JIT) "
+                        "and print the times")
     p.add_argument("--seed", type=int, default=0, help="seed for the inputs (default 0)")
     p.add_argument("--grad", action="store_true",
                    help="differentiate the function (value_and_grad with respect to every "
@@ -563,9 +590,11 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
         print_pipeline(out, prefix="// ")
     timings: dict[str, float] = {}
     between = None
-    if ns.passes or ns.print_between_passes:
+    if ns.passes or ns.print_between_passes or ns.time_passes:
+        show_ir = ns.passes or ns.print_between_passes
+
         def between(i: int, module) -> None:
-            run_pipeline_printing(module, out, timings)
+            run_pipeline_printing(module, out, timings, show_ir)
     if ns.grad:
         print_grad(d, out, ns.memory_budget)
         return 0
@@ -573,8 +602,11 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
         print_graphs(d, out, between)
     if ns.stage != "tensor":
         print_lower_stages(d, out, LOWER_STAGES if ns.stage == "all" else (ns.stage,))
-    if ns.passes and timings:
-        out.write("// pass times (all graphs): " +
+    if ns.stage not in ("tensor", "all") and between is not None:
+        for i, module in enumerate(d.modules):
+            between(i, module)
+    if timings:
+        out.write("// stage times (all graphs): " +
                   ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in timings.items()) + "\n")
     return 0
 

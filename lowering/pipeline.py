@@ -1,5 +1,21 @@
-"""The explicit, ordered pipeline: capture's module through the tensor-level
-passes to a backend program. `python -m lowering.dump --passes` prints it."""
+"""The one ordered pipeline, every level: capture's tensor-level module
+through the tensor passes, then (per backend) the passes below the tensor
+level, then the backend's emitter, to a program. Every stage but the
+emitter is a named xDSL `ModulePass` — the same objects `xdsl-opt -p` runs —
+and this module owns their order; a backend contributes its emitter and
+runtime and never imports the pipeline.
+
+    tensor   canonicalize, decompose, strength-reduce, cse, dce
+    [autograd -> remat: a joint function is first cut in two (passes/remat.py)]
+    cpu      annotate-layouts, lower-to-loop (tensor -> loop level, fusion),
+             schedule (loop -> kernel level, cost model), then the emitter:
+             LLVM IR (lowering/codegen), LLVM -O3 and MCJIT (runtime/cpu.py);
+             the memory plan runs on the program's steps
+    numpy    the emitter only: each tensor op as its numpy call
+
+`python -m lowering.dump --passes` prints it; `--print-between-passes` the IR
+after every pass; `--time-passes` (and `LOWERING_LOGS=perf`) the time of
+every stage."""
 
 from __future__ import annotations
 
@@ -7,39 +23,65 @@ import threading
 import time
 from collections.abc import Callable
 
-from xdsl.context import Context
+import numpy as np
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
+from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
+from dialects.context import context
+from passes.canonicalize import ArrayCanonicalize
+from passes.decompose import Decompose
+from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
+from passes.remat import has_backward
+from passes.remat import partition as cut
+from passes.schedule import Schedule
+from passes.strength_reduce import StrengthReduce
+from runtime import cpu
+from runtime.guards import layout_class
+
+from .backends import cpu_backend, numpy_backend
 from .config import config, logger
 
+__all__ = ["context", "tensor_passes", "lower_passes", "pipeline", "run_passes", "lower",
+           "compile_segment", "EMITTERS", "LEVEL_AFTER"]
 
-def context() -> Context:
-    from xdsl.dialects import arith, func, math
-    from xdsl.dialects.builtin import Builtin
+BACKENDS = ("numpy", "cpu")
 
-    from xdsl.dialects import affine, memref
+# the emitter stages of each backend (not IR passes: they make a program)
+EMITTERS: dict[str, tuple[tuple[str, str], ...]] = {
+    "numpy": (("numpy-program", "lowering.backends.numpy_backend: each tensor op as its "
+                                "numpy call"),),
+    "cpu": (("llvm-emit", "lowering.codegen.llvm: kernel level -> LLVM IR"),
+            ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT; the memory plan on the "
+                         "program's steps")),
+}
 
-    from dialects.array import Array
-    from dialects.kernel import Kernel
-    from dialects.loop import Loop
-
-    ctx = Context()
-    for d in (Builtin, func.Func, arith.Arith, math.Math, affine.Affine, memref.MemRef, Array, Loop,
-              Kernel):
-        ctx.load_dialect(d)
-    return ctx
+# the level whose IR a pass leaves (for `lowering.dump --stage`)
+LEVEL_AFTER = {"lower-to-loop": "loop", "schedule": "kernel"}
 
 
 def tensor_passes() -> list[ModulePass]:
-    from passes.canonicalize import ArrayCanonicalize
-    from passes.decompose import Decompose
-    from passes.strength_reduce import StrengthReduce
-    from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
-    from xdsl.transforms.dead_code_elimination import DeadCodeElimination
-
     return [ArrayCanonicalize(), Decompose(), StrengthReduce(), CommonSubexpressionElimination(),
             DeadCodeElimination()]
+
+
+def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> list[ModulePass]:
+    """The passes below the tensor level for `backend`; `layouts` gives each
+    input's memory layout class ("C", "F", "strided"), which the CPU backend
+    compiles its loads for."""
+    if backend == "numpy":
+        return []
+    if backend == "cpu":
+        return [AnnotateLayouts(tuple(layouts)), LowerToLoop(),
+                Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
+                         parallel_threshold=cpu.PARALLEL_THRESHOLD)]
+    raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
+
+
+def pipeline(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> list[ModulePass]:
+    """Every pass a segment runs for `backend`, in order."""
+    return tensor_passes() + lower_passes(backend, layouts)
 
 
 def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
@@ -52,9 +94,35 @@ def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
         if config.verify_each_pass:
             module.verify()
         logger("passes").debug("%s took %.2f ms", p.name, dt * 1e3)
+        logger("perf").debug("stage %s: %.2f ms", p.name, dt * 1e3)
         if after_each is not None:
             after_each(p, module, dt)
     return module
+
+
+def lower(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] = (),
+          after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
+          ) -> tuple[ModuleOp, LoweringReport | None]:
+    """A copy of `module` through every pass for `backend`: the module at the
+    backend's last level and the lowering's report (None where nothing is
+    lowered below the tensor level)."""
+    module = module.clone()
+    passes = pipeline(backend, layouts)
+    run_passes(module, passes, after_each)
+    reports = [r for p in passes if isinstance(p, LowerToLoop) for r in p.reports]
+    return module, (reports[0] if reports else None)
+
+
+def emit(module: ModuleOp, backend: str, report: LoweringReport | None) -> Callable:
+    """The backend's emitter: the program for a module at its last level."""
+    t0 = time.perf_counter()
+    if backend == "numpy":
+        prog = numpy_backend.compile_module(module)
+    else:
+        prog = cpu_backend.build(module, report)
+    logger("perf").debug("stage %s: %.2f ms", "+".join(n for n, _ in EMITTERS[backend]),
+                         (time.perf_counter() - t0) * 1e3)
+    return prog
 
 
 _PROGRAMS: dict[tuple, Callable] = {}
@@ -65,23 +133,23 @@ PROGRAM_CACHE_SIZE = 1024
 def compile_segment(module: ModuleOp, backend: str = "numpy",
                     layouts: list[str] | None = None, key=None,
                     partition: tuple[str, float | None] = ("min_cut", None)) -> Callable:
-    """Tensor passes, then the backend; programs are shared process-wide by
-    (IR text, backend, input layouts). `layouts` gives each input's memory
-    layout class ("C", "F", "strided"), which the CPU backend compiles for.
-    A joint forward+backward function (from `grad`/`value_and_grad`/`vjp`) is
-    first cut in two by `passes/remat.py` (`partition` = (strategy,
-    memory_budget)) and runs as a forward then a backward program."""
+    """The pipeline, then the backend's emitter; programs are shared
+    process-wide by (IR text, backend, input layouts). A joint
+    forward+backward function (from `grad`/`value_and_grad`/`vjp`) is first
+    cut in two by `passes/remat.py` (`partition` = (strategy, memory_budget))
+    and runs as a forward then a backward program."""
     cache_key = (key if key is not None else str(module), backend, tuple(layouts or ()),
                  partition)
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     if prog is None:
-        from passes.remat import has_backward
 
+        t0 = time.perf_counter()
         if has_backward(module):
             prog = PartitionedProgram(module, backend, layouts, partition, cache_key[0])
         else:
             prog = _compile_segment(module, backend, layouts)
+        logger("perf").debug("compile (%s): %.2f ms", backend, (time.perf_counter() - t0) * 1e3)
         with _PROGRAMS_LOCK:
             first = _PROGRAMS.get(cache_key)
             if first is not None:  # another thread compiled it meanwhile: share its program
@@ -93,18 +161,8 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
 
 
 def _compile_segment(module: ModuleOp, backend: str, layouts: list[str] | None) -> Callable:
-    module = module.clone()
-    run_passes(module)
-    if backend == "numpy":
-        from .backends.numpy_backend import compile_module
-
-        return compile_module(module)
-    if backend == "cpu":
-        from .backends.cpu_backend import compile_module as compile_cpu
-
-        n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
-        return compile_cpu(module, layouts or ["C"] * n)
-    raise ValueError(f"unknown backend {backend!r}")
+    final, report = lower(module, backend, layouts or ())
+    return emit(final, backend, report)
 
 
 class PartitionedProgram:
@@ -114,7 +172,6 @@ class PartitionedProgram:
 
     def __init__(self, module: ModuleOp, backend: str, layouts: list[str] | None,
                  partition: tuple[str, float | None], key):
-        from passes.remat import partition as cut
 
         # the halves are cached under the joint function's key (no re-printing)
         self.key = (key, "partition", partition)
@@ -131,9 +188,7 @@ class PartitionedProgram:
         self.fresh: tuple[bool, ...] | None = None  # known once the backward is compiled
 
     def backward_for(self, saved: list) -> Callable:
-        from runtime.guards import layout_class
 
-        import numpy as np
 
         lay = tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved)
         prog = self._backward.get(lay)

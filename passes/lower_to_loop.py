@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from xdsl.context import Context
 from xdsl.dialects import arith, func, math, memref
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     DictionaryAttr,
     FunctionType,
     IntegerType,
@@ -1127,15 +1128,38 @@ def compare(pred: str, a: SSAValue, b: SSAValue) -> Operation:
 
 
 @dataclass(frozen=True)
+class AnnotateLayouts(ModulePass):
+    """Each argument of the (first) function gets its memory layout class
+    (`lowering.layout`: "C", "F", "strided"), which lower-to-loop compiles
+    its loads for. Arguments it does not name are C-contiguous."""
+
+    name = "annotate-layouts"
+
+    layouts: tuple[str, ...] = ()
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        f = next(o for o in op.ops if isinstance(o, func.FuncOp))
+        n = len(f.body.blocks[0].args)
+        lays = list(self.layouts) + ["C"] * (n - len(self.layouts))
+        f.arg_attrs = ArrayAttr([DictionaryAttr({"lowering.layout": StringAttr(x)})
+                                 for x in lays[:n]])
+
+
+@dataclass(frozen=True)
 class LowerToLoop(ModulePass):
-    """Tensor-level `func.func`s become loop-level ones over memrefs."""
+    """Tensor-level `func.func`s become loop-level ones over memrefs. Each
+    function's `LoweringReport` (kernels with the tensor ops fused into
+    them, refused fusions) is appended to `reports`, for `explain`."""
 
     name = "lower-to-loop"
+
+    reports: list = field(default_factory=list, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
-                new, _ = lower_func(f)
+                new, report = lower_func(f)
+                self.reports.append(report)
                 op.body.block.insert_op_before(new, f)
                 op.body.block.erase_op(f)
 

@@ -18,7 +18,7 @@ from xdsl.parser import Parser
 from lowering import dump
 from lowering.dump import ArgSpec, UsageError, make_inputs, parse_spec
 from lowering.examples import EXAMPLES
-from lowering.pipeline import context, tensor_passes
+from lowering.pipeline import context, pipeline, tensor_passes
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -194,18 +194,41 @@ def test_passes_lists_the_pipeline_in_order():
     assert code == 0
     names = re.findall(r"^\s+\d+\. (\S+)", out, re.M)
     tensor = [p.name for p in tensor_passes()]
-    assert names == tensor + ["lower-to-loop", "schedule", "llvm-emit", "llvm-O3"]
+    assert names == tensor + ["annotate-layouts", "lower-to-loop", "schedule", "llvm-emit",
+                              "llvm-jit"]
     assert names[:2] == ["array-canonicalize", "decompose"]
+    # the listing is the pipeline the compile path runs, pass objects and all
+    assert [p.name for p in pipeline("cpu", ["C"])] == names[:-2]
+    assert [p.name for p in pipeline("numpy")] == tensor
 
 
 def test_passes_with_a_function_prints_ir_after_each_pass():
     code, out = run_main("--example", "softmax", "--args", "f32[4,8]", "--passes")
     assert code == 0
     headers = re.findall(r"^// -----// IR after (\S+) \((\d+\.\d+) ms\) //----- //$", out, re.M)
-    assert [h[0] for h in headers] == [p.name for p in tensor_passes()]
+    assert [h[0] for h in headers] == [p.name for p in pipeline("cpu")]
     after_decompose = out.split("IR after decompose")[1].split("// -----//")[0]
     assert "math.exp" in after_decompose and 'array.ufunc "exp"' not in after_decompose
-    assert "// pass times (all graphs): array-canonicalize" in out
+    # down to the kernel level: the loop level after lower-to-loop, the kernel level after
+    # schedule
+    after_lower = out.split("IR after lower-to-loop")[1].split("// -----//")[0]
+    assert "loop.kernel" in after_lower and "array.ufunc" not in after_lower
+    after_schedule = out.split("IR after schedule")[1].split("// -----//")[0]
+    assert "kernel.kernel" in after_schedule and "loop.kernel" not in after_schedule
+    times = re.search(r"^// stage times \(all graphs\): (.*)$", out, re.M).group(1)
+    assert [t.rsplit(" ", 2)[0] for t in times.split(", ")] == \
+        [p.name for p in pipeline("cpu")] + ["llvm-emit+llvm-jit"]
+
+
+def test_time_passes_times_every_stage_without_printing_ir():
+    code, out = run_main("--example", "softmax", "--args", "f32[4,8]", "--time-passes",
+                         "--stage", "kernel")
+    assert code == 0
+    assert "IR after" not in out and "kernel.kernel" in out
+    times = re.search(r"^// stage times \(all graphs\): (.*)$", out, re.M).group(1)
+    stages = {t.rsplit(" ", 2)[0]: float(t.rsplit(" ", 2)[1]) for t in times.split(", ")}
+    assert list(stages) == [p.name for p in pipeline("cpu")] + ["llvm-emit+llvm-jit"]
+    assert all(v >= 0 for v in stages.values()) and stages["llvm-emit+llvm-jit"] > 0
 
 
 def test_print_between_passes_for_each_graph(user_file):

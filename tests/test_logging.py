@@ -43,3 +43,19 @@ def test_unknown_channel_is_a_clear_error():
     p = subprocess.run([sys.executable, "-c", "import lowering"], env=env, capture_output=True,
                        text=True, timeout=120)
     assert p.returncode != 0 and "unknown channel 'nonsense'" in p.stderr
+
+
+def test_perf_channel_times_every_stage_of_each_compile():
+    """One line per pass of the pipeline, one for the emitter, one per
+    compile, for every segment compiled (the CPU backend: LLVM included)."""
+    import re
+
+    from lowering.pipeline import EMITTERS, pipeline
+
+    err = run("perf")
+    lines = [ln for ln in err.splitlines() if ln.startswith("[lowering.perf]")]
+    stages = re.findall(r"^\[lowering\.perf\] stage (\S+): \d+\.\d+ ms$", "\n".join(lines), re.M)
+    per_compile = [p.name for p in pipeline("cpu")] + ["+".join(n for n, _ in EMITTERS["cpu"])]
+    compiles = [ln for ln in lines if re.match(r"\[lowering\.perf\] compile \(cpu\): \d", ln)]
+    assert len(compiles) >= 3  # x + 1 at two sizes, the branch's first graph (and its second)
+    assert stages == per_compile * len(compiles)

@@ -1,4 +1,4 @@
-"""The CPU backend: tensor level -> `lower-to-loop` -> LLVM (llvmlite) -> MCJIT.
+"""The CPU backend's emitter and program: kernel level -> LLVM (llvmlite) -> MCJIT.
 
 A compiled program is a list of steps over buffer slots: allocations, kernel
 launches (ctypes, split across threads) and externs (BLAS matmul through
@@ -14,14 +14,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, ModuleOp, StringAttr
+from xdsl.dialects.builtin import ModuleOp, StringAttr
 from xdsl.ir import SSAValue
 from xdsl.parser import Parser
 
 from dialects import kernel as K
+from dialects.context import context
 from dialects import loop as L
-from passes.lower_to_loop import lower_func
-from passes.schedule import Schedule
 from runtime import blas, cpu, errors
 from runtime.memory import POOL
 
@@ -30,28 +29,6 @@ from ..codegen.llvm import Emitter
 from . import numpy_backend
 
 _ids = itertools.count()
-
-
-def add_layouts(module: ModuleOp, layouts: list[str]) -> None:
-    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    f.arg_attrs = ArrayAttr([DictionaryAttr({"lowering.layout": StringAttr(x)}) for x in layouts])
-
-
-def lower(module: ModuleOp):
-    """Tensor-level module (after the tensor passes) -> loop-level module and
-    the lowering's report (kernels with their fused ops, refused fusions)."""
-    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    new, report = lower_func(f)
-    return ModuleOp([new]), report
-
-
-def schedule(loop_module: ModuleOp) -> ModuleOp:
-    """Loop level -> kernel level, for this machine."""
-    from ..pipeline import context
-
-    Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
-             parallel_threshold=cpu.PARALLEL_THRESHOLD).apply(context(), loop_module)
-    return loop_module
 
 
 def emit_llvm(kernel_module: ModuleOp, prefix: str = "") -> tuple[str, list[K.KernelOp]]:
@@ -100,8 +77,6 @@ def quiet_compares(text: str) -> str:
 
 
 def _parse_extern(text: str):
-    from ..pipeline import context
-
     f = Parser(context(), text).parse_op()
     op = next(iter(f.body.blocks[0].ops))
     return numpy_backend.RULES[type(op)](op)
@@ -325,22 +300,11 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
     return out
 
 
-def stages(module: ModuleOp, layouts: list[str]) -> dict[str, str]:
-    """Text of every level below the tensor level, for `lowering.dump`:
-    loop, kernel, llvm (as emitted) and asm (after LLVM -O3, for this CPU)."""
-    from ..pipeline import run_passes
-
-    module = module.clone()
-    run_passes(module)
-    add_layouts(module, layouts)
-    loop_module, _ = lower(module)
-    out = {"loop": str(loop_module)}
-    kernel_module = schedule(loop_module)
-    out["kernel"] = str(kernel_module)
+def emitted(kernel_module: ModuleOp) -> dict[str, str]:
+    """The emitter's output, for `lowering.dump`: the LLVM IR as emitted and
+    the machine code for this CPU (after LLVM -O3)."""
     text, kernels = emit_llvm(kernel_module)
-    out["llvm"] = text
-    out["asm"] = cpu.assembly(text) if kernels else "; no kernels: externs only\n"
-    return out
+    return {"llvm": text, "asm": cpu.assembly(text) if kernels else "; no kernels: externs only\n"}
 
 
 CONSTANT_ONCE = "constant (made once, not per call)"
@@ -389,17 +353,10 @@ def merged_report(report, kernel_module: ModuleOp):
     return LoweringReport(kernels, report.refused)
 
 
-def compile_module(module: ModuleOp, layouts: list[str]) -> CpuProgram:
-    f = next(op for op in module.ops if isinstance(op, func.FuncOp))
-    add_layouts(module, layouts)
-    from ..config import config
-
-    loop_module, report = lower(module)
-    if config.verify_each_pass:
-        loop_module.verify()
-    kernel_module = schedule(loop_module)
-    if config.verify_each_pass:
-        kernel_module.verify()
+def build(kernel_module: ModuleOp, report) -> CpuProgram:
+    """The program of a kernel-level module (the pipeline's last level for
+    this backend); `report` is lower-to-loop's, for `explain`."""
+    f = next(op for op in kernel_module.ops if isinstance(op, func.FuncOp))
     prog = CpuProgram(kernel_module, len(f.body.blocks[0].args))
     prog.report = merged_report(report, kernel_module)
     return prog
