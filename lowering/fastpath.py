@@ -31,7 +31,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     from runtime import cpu, errors
     from runtime.memory import POOL, PAGE
 
-    from .backends.cpu_backend import CpuProgram
+    from .backends.cpu_backend import AllocStep, CpuProgram, KernelStep
 
     n = len(leaves)
     plan = trace.plan
@@ -39,7 +39,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             or not flat_positional(treedef, n) or len(trace.segments) != 1):
         return None
     seg = trace.segments[0]
-    alloc_slots = {st.args[0] for st in prog.steps if st.kind == "alloc"}
+    alloc_slots = {st.slot for st in prog.steps if isinstance(st, AllocStep)}
     outs = []
     for leaf in plan.leaves:
         if leaf[0] != "out" or leaf[2]:
@@ -76,17 +76,18 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     lines.append("    with lock:")
     fl = "fl ="  # the IEEE exceptions raised (MXCSR bits): assigned, then or-ed
     for k, st in enumerate(prog.steps):
-        if st.kind == "alloc" and st.args[3] is not None:  # the program's own buffer
-            ns[f"S{k}"] = st.args[3]
-            lines.append(f"        v{st.args[0]} = S{k}")
-        elif st.kind == "alloc":
-            slot, shape, dtype, _ = st.args
+        if isinstance(st, AllocStep) and st.static is not None:  # the program's own buffer
+            ns[f"S{k}"] = st.static
+            lines.append(f"        v{st.slot} = S{k}")
+        elif isinstance(st, AllocStep):
+            slot, shape, dtype = st.slot, st.shape, st.dtype
             ns[f"D{k}"] = np.dtype(dtype)
             nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
             alloc = "pool_empty" if nbytes >= PAGE else "empty"
             lines.append(f"        v{slot} = {alloc}({tuple(shape)!r}, D{k})")
-        elif st.kind == "kernel":
-            fn, bufs, work, threads, ptrs, checks = st.args
+        elif isinstance(st, KernelStep):
+            fn, bufs, work, threads, ptrs, checks = (st.fn, st.bufs, st.work, st.threads,
+                                                     st.ptrs, st.checks)
             # one thread: call without releasing the GIL (cheaper for small work)
             ns[f"K{k}"] = cpu.serial_entry(fn) if threads <= 1 else fn
             ns[f"P{k}"] = ptrs
@@ -105,7 +106,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             if status != "None":
                 lines.append(f"        if W{k}[0]: raise C{k}.error()")
         else:
-            run, idx = st.args
+            run, idx = st.run, st.args
             ns[f"X{k}"] = run
             lines.append("        token = collector.enter()")  # numpy's flags, as it detects them
             lines.append("        try:")
@@ -159,6 +160,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     from runtime import errors, native
     from runtime.memory import PAGE, POOL
 
+    from .backends.cpu_backend import AllocStep, KernelStep
     from .codegen.entry import FLAG_VALUES, Alloc, ArgCheck, EntrySpec, Launch, entry_ir
 
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
@@ -180,8 +182,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
         return None
     allocs, launches = [], []
     for st in prog.steps:
-        if st.kind == "alloc":
-            slot, shape, dtype, static = st.args
+        if isinstance(st, AllocStep):
+            slot, shape, dtype, static = st.slot, st.shape, st.dtype, st.static
             d, shape = np.dtype(dtype), tuple(int(s) for s in shape)
             keep += [d, shape, static]
             call = None
@@ -190,8 +192,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
             elif d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
                 call = (id(pool_empty), id(shape), id(d))
             allocs.append(Alloc(slot, shape, id(d), call))
-        elif st.kind == "kernel":
-            fn, bufs, work, threads, _ptrs, index_checks = st.args
+        elif isinstance(st, KernelStep):
+            fn, bufs, work, threads, index_checks = st.fn, st.bufs, st.work, st.threads, st.checks
             if threads > 1 or index_checks is not None:  # (the Python entry raises)
                 return None
             keep.append(fn)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import lowering
+from lowering.backends.cpu_backend import ExternStep, KernelStep
 from lowering.dump import make_inputs
 from lowering.examples import EXAMPLES
 
@@ -16,7 +17,8 @@ def launches(fn, *args):
     cf = lowering.compile(fn, backend="cpu")
     report = lowering.explain(cf)(*args)
     cf(*args)
-    steps = sum(1 for prog in cf.programs_run for st in prog.steps if st.kind in ("kernel", "extern"))
+    steps = sum(1 for prog in cf.programs_run for st in prog.steps
+                if isinstance(st, (KernelStep, ExternStep)))
     return steps, report
 
 

@@ -312,7 +312,7 @@ def test_memory_plan_reuses_intermediate_buffers_within_a_call():
     keeps, shared by intermediates whose lifetimes do not overlap; a call
     takes only its output from the pool. Two calls on different inputs both
     match numpy (no value leaks from one call to the next)."""
-    from lowering.backends.cpu_backend import Step, static_buffers
+    from lowering.backends.cpu_backend import AllocStep, KernelStep, static_buffers
     from runtime.memory import POOL
 
     def chain(x):
@@ -334,12 +334,12 @@ def test_memory_plan_reuses_intermediate_buffers_within_a_call():
     # the plan itself: slot 1 dies at step 2, so slot 3 (allocated at step 3)
     # takes its buffer; slot 2 overlaps both; slot 4 is the output
     f32 = np.float32
-    steps = [Step("alloc", (1, (64,), f32, None)), Step("alloc", (2, (64,), f32, None)),
-             Step("kernel", (None, (0, 1, 2), 1, 1, None)),
-             Step("alloc", (3, (64,), f32, None)), Step("kernel", (None, (2, 3), 1, 1, None)),
-             Step("alloc", (4, (64,), f32, None)), Step("kernel", (None, (3, 4), 1, 1, None))]
+    steps = [AllocStep(1, (64,), f32), AllocStep(2, (64,), f32),
+             KernelStep(None, (0, 1, 2), 1, 1, None),
+             AllocStep(3, (64,), f32), KernelStep(None, (2, 3), 1, 1, None),
+             AllocStep(4, (64,), f32), KernelStep(None, (3, 4), 1, 1, None)]
     planned = static_buffers(steps, (4,))
-    v1, v2, v3, v4 = (planned[k].args[3] for k in (0, 1, 3, 5))
+    v1, v2, v3, v4 = (planned[k].static for k in (0, 1, 3, 5))
     assert v4 is None and v1 is not None and v2 is not None
     assert np.shares_memory(v1, v3) and not np.shares_memory(v1, v2)
     assert not np.shares_memory(v2, v3)

@@ -10,7 +10,8 @@ import ctypes
 import itertools
 import re
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects import func, memref
@@ -82,112 +83,6 @@ def _parse_extern(text: str):
     return numpy_backend.RULES[type(op)](op)
 
 
-@dataclass
-class Step:
-    kind: str  # "alloc" | "kernel" | "extern"
-    args: tuple  # alloc: (slot, shape, dtype, static view or None)
-
-
-class CpuProgram:
-    def __init__(self, loop_module: ModuleOp, n_inputs: int):
-        f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
-        prefix = f"p{next(_ids)}_"
-        text, kernels = emit_llvm(loop_module, prefix)
-        self.llvm_ir = text
-        addrs = cpu.jit(text, [k.sym_name.data for k in kernels]) if kernels else {}
-        self._fns = {n: cpu.KERNEL_TYPE(a) for n, a in addrs.items()}
-        slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
-        steps: list[Step] = []
-        constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
-        for op in f.body.blocks[0].ops:
-            if isinstance(op, memref.AllocOp):
-                t = op.memref.type
-                slots[op.memref] = len(slots)
-                steps.append(Step("alloc", (slots[op.memref], t.get_shape(), from_ir(t.element_type), None)))
-            elif isinstance(op, K.KernelOp):
-                steps.append(self._kernel_step(op, slots))
-            elif isinstance(op, L.ExternOp):
-                ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
-                outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
-                if op.fn.data.startswith("matmul"):
-                    flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
-                    out_t = op.buffers[-1].type
-                    k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
-                    flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
-                    run = blas.matmul(flags[0] == "t", flags[1] == "t", flops)
-                else:
-                    rule = _parse_extern(op.config.data)
-                    if op.fn.data == "numpy:array.constant":
-                        constants[len(steps)] = rule()
-
-                    def run(*arrs, rule=rule, k=len(ins), m=len(outs)):
-                        res = rule(*arrs[:k])  # a tuple where the op has several results
-                        for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
-                            buf[...] = r
-                steps.append(Step("extern", (run, ins + outs)))
-            elif isinstance(op, func.ReturnOp):
-                self.outputs = tuple(slots[v] for v in op.arguments)
-        steps = hoist_constants(steps, constants, self.outputs)
-        self.steps = steps
-        self.n_slots = len(slots)
-        self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
-        self.steps = static_buffers(steps, self.outputs)
-        # outputs in buffers this program allocates (one per output): never an input's memory
-        allocated = {st.args[0] for st in steps if st.kind == "alloc"}
-        self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
-        self._lock = threading.Lock()
-        self.collector = errors.Collector()  # the flags of numpy externs
-
-    def _kernel_step(self, k: K.KernelOp, slots) -> Step:
-        fn = self._fns[k.sym_name.data]
-        bufs = [slots[b] for b in k.buffers]
-        ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
-        work, threads = k.work.value.data, k.threads.value.data
-        return Step("kernel", (fn, tuple(bufs), work, threads, ptrs, index_checks(k)))
-
-    def __call__(self, inputs):
-        # the launch argument arrays are shared state: one call at a time
-        with self._lock:
-            return self._run(inputs)
-
-    def _run(self, inputs):
-        vals = list(inputs) + [None] * (self.n_slots - len(inputs))
-        flags = 0  # IEEE exceptions raised (MXCSR bits): checked before returning
-        for st, dead in zip(self.steps, self.dead_after):
-            kind = st.kind
-            if kind == "kernel":
-                fn, bufs, work, threads, ptrs, checks = st.args
-                for j, s in enumerate(bufs):
-                    a = vals[s]
-                    if type(a) is not np.ndarray:
-                        raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
-                    ptrs[j] = id(a)  # alive in vals until the kernel returned
-                if checks is None:
-                    flags |= cpu.launch(fn, work, ptrs, None, threads)
-                else:
-                    checks.status[0] = 0
-                    flags |= cpu.launch(fn, work, ptrs, checks.address, threads)
-                    if checks.status[0]:
-                        raise checks.error()
-            elif kind == "alloc":
-                slot, shape, dtype, static = st.args
-                vals[slot] = POOL.empty(shape, dtype) if static is None else static
-            else:
-                run, idx = st.args
-                collector = self.collector
-                token = collector.enter()  # numpy's own flags, as numpy detects them
-                try:
-                    run(*[vals[i] for i in idx])
-                finally:
-                    collector.exit(token)
-                flags |= collector.bits
-            for s in dead:  # its buffer goes back to the pool for the next alloc
-                vals[s] = None
-        if flags:
-            errors.check(flags)
-        return [vals[i] for i in self.outputs]
-
-
 class IndexChecks:
     """A kernel's `loop.index` checks: the status words it writes ([check
     number + 1, the offending value], zero when all indices were in range)
@@ -208,6 +103,148 @@ def index_checks(k: K.KernelOp) -> IndexChecks | None:
     return IndexChecks(table) if table else None
 
 
+@dataclass(frozen=True)
+class AllocStep:
+    """Slot `slot` gets a buffer: `static` (the program's own, kept from call
+    to call; a constant made once) or a fresh one from the pool."""
+    slot: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    static: np.ndarray | None = None
+
+    @property
+    def slots(self) -> tuple[int, ...]:
+        return (self.slot,)
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """A kernel launch over `work` points of its parallel domain, on
+    `threads` threads, with the buffers in `bufs` (slots) as its pointer
+    array `ptrs`; `checks` its `loop.index` checks, if any."""
+    fn: object  # the JIT-compiled kernel (a ctypes function)
+    bufs: tuple[int, ...]
+    work: int
+    threads: int
+    ptrs: object  # ctypes array of void*, filled per call
+    checks: IndexChecks | None = None
+
+    @property
+    def slots(self) -> tuple[int, ...]:
+        return self.bufs
+
+
+@dataclass(frozen=True)
+class ExternStep:
+    """A routine (BLAS matmul, numpy) called on the arrays in `args` (slots:
+    inputs, then outputs written in place)."""
+    run: Callable
+    args: tuple[int, ...]
+
+    @property
+    def slots(self) -> tuple[int, ...]:
+        return self.args
+
+
+Step = AllocStep | KernelStep | ExternStep
+
+
+class CpuProgram:
+    def __init__(self, loop_module: ModuleOp, n_inputs: int):
+        f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
+        prefix = f"p{next(_ids)}_"
+        text, kernels = emit_llvm(loop_module, prefix)
+        self.llvm_ir = text
+        addrs = cpu.jit(text, [k.sym_name.data for k in kernels]) if kernels else {}
+        self._fns = {n: cpu.KERNEL_TYPE(a) for n, a in addrs.items()}
+        slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
+        steps: list[Step] = []
+        constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
+        for op in f.body.blocks[0].ops:
+            if isinstance(op, memref.AllocOp):
+                t = op.memref.type
+                slots[op.memref] = len(slots)
+                steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
+            elif isinstance(op, K.KernelOp):
+                steps.append(self._kernel_step(op, slots))
+            elif isinstance(op, L.ExternOp):
+                ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
+                outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
+                if op.fn.data.startswith("matmul"):
+                    flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
+                    out_t = op.buffers[-1].type
+                    k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
+                    flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
+                    run = blas.matmul(flags[0] == "t", flags[1] == "t", flops)
+                else:
+                    rule = _parse_extern(op.config.data)
+                    if op.fn.data == "numpy:array.constant":
+                        constants[len(steps)] = rule()
+
+                    def run(*arrs, rule=rule, k=len(ins), m=len(outs)):
+                        res = rule(*arrs[:k])  # a tuple where the op has several results
+                        for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
+                            buf[...] = r
+                steps.append(ExternStep(run, ins + outs))
+            elif isinstance(op, func.ReturnOp):
+                self.outputs = tuple(slots[v] for v in op.arguments)
+        steps = hoist_constants(steps, constants, self.outputs)
+        self.steps = steps
+        self.n_slots = len(slots)
+        self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
+        self.steps = static_buffers(steps, self.outputs)
+        # outputs in buffers this program allocates (one per output): never an input's memory
+        allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
+        self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
+        self._lock = threading.Lock()
+        self.collector = errors.Collector()  # the flags of numpy externs
+
+    def _kernel_step(self, k: K.KernelOp, slots) -> KernelStep:
+        fn = self._fns[k.sym_name.data]
+        bufs = tuple(slots[b] for b in k.buffers)
+        ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
+        return KernelStep(fn, bufs, k.work.value.data, k.threads.value.data, ptrs, index_checks(k))
+
+    def __call__(self, inputs):
+        # the launch argument arrays are shared state: one call at a time
+        with self._lock:
+            return self._run(inputs)
+
+    def _run(self, inputs):
+        vals = list(inputs) + [None] * (self.n_slots - len(inputs))
+        flags = 0  # IEEE exceptions raised (MXCSR bits): checked before returning
+        for st, dead in zip(self.steps, self.dead_after):
+            if isinstance(st, KernelStep):
+                ptrs, checks = st.ptrs, st.checks
+                for j, s in enumerate(st.bufs):
+                    a = vals[s]
+                    if type(a) is not np.ndarray:
+                        raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
+                    ptrs[j] = id(a)  # alive in vals until the kernel returned
+                if checks is None:
+                    flags |= cpu.launch(st.fn, st.work, ptrs, None, st.threads)
+                else:
+                    checks.status[0] = 0
+                    flags |= cpu.launch(st.fn, st.work, ptrs, checks.address, st.threads)
+                    if checks.status[0]:
+                        raise checks.error()
+            elif isinstance(st, AllocStep):
+                vals[st.slot] = POOL.empty(st.shape, st.dtype) if st.static is None else st.static
+            else:
+                collector = self.collector
+                token = collector.enter()  # numpy's own flags, as numpy detects them
+                try:
+                    st.run(*[vals[i] for i in st.args])
+                finally:
+                    collector.exit(token)
+                flags |= collector.bits
+            for s in dead:  # its buffer goes back to the pool for the next alloc
+                vals[s] = None
+        if flags:
+            errors.check(flags)
+        return [vals[i] for i in self.outputs]
+
+
 def hoist_constants(steps: list[Step], constants: dict[int, np.ndarray],
                     outputs: tuple[int, ...]) -> list[Step]:
     """An array constant (`np.arange(n)` captured as data) that is not an
@@ -215,12 +252,11 @@ def hoist_constants(steps: list[Step], constants: dict[int, np.ndarray],
     of by an extern on every call. (An output stays a fresh array per call.)"""
     out, drop = list(steps), set()
     for k, arr in constants.items():
-        slot = steps[k].args[1][-1]
+        slot = steps[k].args[-1]
         if slot in outputs:
             continue
-        a = next(i for i, st in enumerate(steps) if st.kind == "alloc" and st.args[0] == slot)
-        _, shape, dtype, _ = steps[a].args
-        out[a] = Step("alloc", (slot, shape, dtype, arr))
+        a = next(i for i, st in enumerate(steps) if isinstance(st, AllocStep) and st.slot == slot)
+        out[a] = replace(steps[a], static=arr)
         drop.add(k)
     return [st for k, st in enumerate(out) if k not in drop]
 
@@ -229,7 +265,7 @@ def last_uses(steps: list[Step]) -> dict[int, int]:
     """Slot -> the index of the last step that uses it (allocations count)."""
     last: dict[int, int] = {}
     for k, st in enumerate(steps):
-        for s in (st.args[1] if st.kind in ("kernel", "extern") else (st.args[0],)):
+        for s in st.slots:
             last[s] = k
     return last
 
@@ -267,9 +303,9 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
     total = 0
     plan: dict[int, tuple[int, int]] = {}  # alloc step -> (buffer, bytes)
     for k, st in enumerate(steps):
-        if st.kind != "alloc" or st.args[0] in keep or st.args[3] is not None:
+        if not isinstance(st, AllocStep) or st.slot in keep or st.static is not None:
             continue  # (a constant has its own)
-        slot, shape, dtype, _ = st.args
+        slot, shape, dtype = st.slot, st.shape, st.dtype
         n = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
         if n == 0 or n >= STATIC_MAX_BYTES:
             continue
@@ -294,9 +330,8 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
     raw = [np.empty(b[0], np.uint8) for b in buffers]
     out = list(steps)
     for k, (i, n) in plan.items():
-        slot, shape, dtype, _ = steps[k].args
-        view = raw[i][:n].view(dtype).reshape(shape)
-        out[k] = Step("alloc", (slot, shape, dtype, view))
+        st = steps[k]
+        out[k] = replace(st, static=raw[i][:n].view(st.dtype).reshape(st.shape))
     return out
 
 

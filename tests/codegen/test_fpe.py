@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lowering
+from lowering.backends.cpu_backend import KernelStep
 from lowering.fastpath import MISS
 from runtime import cpu, errors
 from runtime.errors import FloatingPointFlags
@@ -208,7 +209,7 @@ def test_flags_of_every_thread_count():
     f = lowering.compile(np.log, backend="cpu")
     f(np.ones(n, np.float32))
     prog = f.programs_run[-1]
-    threads = [st.args[3] for st in prog.steps if st.kind == "kernel"]
+    threads = [st.threads for st in prog.steps if isinstance(st, KernelStep)]
     if cpu.THREADS > 1:
         assert max(threads) > 1  # the domain is split: the last chunk is a pool thread's
     x = np.ones(n, np.float32)
