@@ -150,7 +150,7 @@ class CompiledFunction:
         self._lock = threading.RLock()  # one compile at a time per function
         self._failed: str | None = None  # a compiler failure: eager from then on
         self._variants = 0  # entries made for other paths through graph breaks
-        self._segment_cache: dict[str, Callable] = {}
+        self._last_prog: Callable | None = None  # the program the last segment ran
         self.last_trace: Trace | None = None
         self.programs_run: list = []  # programs the last trace ran, in order
         self._fast: Callable | None = None  # generated call for the first plain entry
@@ -301,7 +301,7 @@ class CompiledFunction:
         if (self._fast is None and not trace.breaks and entry.fetch is None
                 and not plan.writes):
             self._fast = make_fast_call(entry.guards, treedef, leaves, trace,
-                                        self._segment_cache[self._last_key], 0)
+                                        self._last_prog, 0)
         sources = list(leaves) + gvals
         if plan.failure is not None:
             return self._rerun(args, kwargs, plan.failure)
@@ -401,15 +401,12 @@ class CompiledFunction:
 
     def _run_segment(self, module, inputs):
         layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
-        key = (structural_key(module), tuple(layouts))
-        prog = self._segment_cache.get(key)
-        if prog is None:
-            try:
-                prog = compile_segment(module, self.backend, layouts, key[0], self.partition)
-            except Exception as e:
-                raise _CompilerFailure(e) from e
-            self._segment_cache[key] = prog
-        self._last_key = key
+        try:  # (the one program cache: the pipeline's, process-wide)
+            prog = compile_segment(module, self.backend, layouts, structural_key(module),
+                                   self.partition)
+        except Exception as e:
+            raise _CompilerFailure(e) from e
+        self._last_prog = prog
         self.programs_run.append(prog)
         try:
             return prog(inputs)
@@ -484,7 +481,7 @@ class CompiledFunction:
 
             return Entry(guards, trace, run_lazy, fetch), gvals
         (seg,) = trace.segments
-        prog = self._segment_cache[self._last_key]
+        prog = self._last_prog
         out_plan = trace.plan
         bindings = seg.bindings
         owners = trace.owners

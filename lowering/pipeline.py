@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 from xdsl.dialects.builtin import ModuleOp
@@ -44,7 +45,7 @@ from .backends import cpu_backend, numpy_backend
 from .config import config, logger
 
 __all__ = ["context", "tensor_passes", "lower_passes", "pipeline", "run_passes", "lower",
-           "compile_segment", "EMITTERS", "LEVEL_AFTER"]
+           "compile_segment", "clear_programs", "ProgramKey", "EMITTERS", "LEVEL_AFTER"]
 
 BACKENDS = ("numpy", "cpu")
 
@@ -125,28 +126,48 @@ def emit(module: ModuleOp, backend: str, report: LoweringReport | None) -> Calla
     return prog
 
 
-_PROGRAMS: dict[tuple, Callable] = {}
+class ProgramKey(NamedTuple):
+    """What a compiled program depends on: the segment's IR (its structural
+    key, or its text), the backend, each input's layout class, and the
+    forward/backward partition of a joint function."""
+    ir: object
+    backend: str
+    layouts: tuple[str, ...]
+    partition: tuple
+
+
+# the one program cache, process-wide: functions, segments and graph-break
+# variants with the same key share one program
+_PROGRAMS: dict[ProgramKey, Callable] = {}
 _PROGRAMS_LOCK = threading.Lock()  # lookups and insertions; compiling runs outside it
 PROGRAM_CACHE_SIZE = 1024
+
+
+def clear_programs() -> None:
+    """Forget every compiled program (the next call of each segment compiles
+    again): for tests that change a compile-time setting."""
+    with _PROGRAMS_LOCK:
+        _PROGRAMS.clear()
 
 
 def compile_segment(module: ModuleOp, backend: str = "numpy",
                     layouts: list[str] | None = None, key=None,
                     partition: tuple[str, float | None] = ("min_cut", None)) -> Callable:
     """The pipeline, then the backend's emitter; programs are shared
-    process-wide by (IR text, backend, input layouts). A joint
-    forward+backward function (from `grad`/`value_and_grad`/`vjp`) is first
-    cut in two by `passes/remat.py` (`partition` = (strategy, memory_budget))
-    and runs as a forward then a backward program."""
-    cache_key = (key if key is not None else str(module), backend, tuple(layouts or ()),
-                 partition)
+    process-wide by `ProgramKey` (`key` names the IR: its structural key;
+    default its text). A joint forward+backward function (from
+    `grad`/`value_and_grad`/`vjp`) is first cut in two by `passes/remat.py`
+    (`partition` = (strategy, memory_budget)) and runs as a forward then a
+    backward program."""
+    cache_key = ProgramKey(key if key is not None else str(module), backend,
+                           tuple(layouts or ()), tuple(partition))
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     if prog is None:
 
         t0 = time.perf_counter()
         if has_backward(module):
-            prog = PartitionedProgram(module, backend, layouts, partition, cache_key[0])
+            prog = PartitionedProgram(module, backend, layouts, partition, cache_key.ir)
         else:
             prog = _compile_segment(module, backend, layouts)
         logger("perf").debug("compile (%s): %.2f ms", backend, (time.perf_counter() - t0) * 1e3)

@@ -72,7 +72,7 @@ def test_kept_row_gives_the_recomputed_values(dtype, cols, monkeypatch):
     x[4, ::3] = -1e4
     got = lowering.compile(softmax, backend="cpu")(x)
     monkeypatch.setattr(emitter, "ROW_CACHE_BYTES", 0)
-    lowering.pipeline._PROGRAMS.clear()
+    lowering.pipeline.clear_programs()
     again = lowering.compile(softmax, backend="cpu")(x)
     np.testing.assert_array_equal(got, again)
     with np.errstate(invalid="ignore"):
@@ -112,7 +112,7 @@ def test_streamed_stores_give_the_same_values(shape, fn, monkeypatch):
     x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
     want = lowering.compile(fn, backend="cpu")(x)
     monkeypatch.setattr(schedule, "STREAM_BYTES", 0)
-    lowering.pipeline._PROGRAMS.clear()
+    lowering.pipeline.clear_programs()
     got = lowering.compile(fn, backend="cpu")(x)
     np.testing.assert_array_equal(got, want)
     if fn is affine_map:
@@ -212,7 +212,7 @@ def test_merged_kernels_give_the_same_values(fn, n, size, monkeypatch):
     args[0][::5] = -args[0][::5]
     got = lowering.compile(fn, backend="cpu")(*args)
     monkeypatch.setattr(schedule, "merge_pointwise", lambda f, *limit: None)
-    lowering.pipeline._PROGRAMS.clear()
+    lowering.pipeline.clear_programs()
     again = lowering.compile(fn, backend="cpu")(*args)
     for g, a in zip(
         got if isinstance(got, tuple) else (got,), again if isinstance(again, tuple) else (again,)
@@ -285,7 +285,7 @@ def test_row_merged_kernels_give_the_same_values(fn, shape, monkeypatch):
     with np.errstate(all="ignore"):
         got = lowering.compile(fn, backend="cpu")(x)
         monkeypatch.setattr(schedule, "merge_rows", lambda f: None)
-        lowering.pipeline._PROGRAMS.clear()
+        lowering.pipeline.clear_programs()
         again = lowering.compile(fn, backend="cpu")(x)
         want = fn(x)
     for g, a, w in zip(got, again, want):
