@@ -445,7 +445,7 @@ class Lowering:
                         continue
                     self._realize(op, r)
         outs = [o.type for o in body.last_op.operands]
-        f = func.FuncOp("main", FunctionType.from_lists(in_types, outs), Region(body))
+        f = func.FuncOp(self.func_op.sym_name.data, FunctionType.from_lists(in_types, outs), Region(body))
         if self.func_op.arg_attrs is not None:
             f.arg_attrs = self.func_op.arg_attrs
         return f

@@ -1,0 +1,104 @@
+// RUN: xdsl-opt -p lower-to-loop %s | filecheck %s
+
+// `lower-to-loop`: tensor-level functions become loop-level kernels over
+// buffers, fusing as it goes.
+
+builtin.module {
+  // softmax over rows: both reductions and the point-wise epilogue are one
+  // kernel over the rows (its inputs read through index maps, exp inlined).
+  // CHECK-LABEL: func.func @softmax
+  // CHECK:      loop.kernel "k1"(%{{.*}}, %{{.*}}) parallel [4]
+  // CHECK:        loop.reduce "max" [8]
+  // CHECK:        loop.reduce "sum" [8]
+  // CHECK:          loop.ufunc "exp"
+  // CHECK:        loop.map [8]
+  // CHECK:          loop.ufunc "divide"
+  // CHECK:          loop.store
+  // CHECK-NOT:  loop.kernel
+  // CHECK:      func.return
+  func.func @softmax(%0: tensor<4x8xf32>) -> tensor<4x8xf32> {
+    %1 = array.reduce "max" %0 [1] : tensor<4x8xf32> -> tensor<4xf32>
+    %2 = array.reshape %1 : tensor<4xf32> -> tensor<4x1xf32>
+    %3 = array.broadcast %2 : tensor<4x1xf32> -> tensor<4x8xf32>
+    %4 = array.ufunc "subtract"(%0, %3) : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+    %5 = array.ufunc "exp"(%4) : tensor<4x8xf32> -> tensor<4x8xf32>
+    %6 = array.reduce "sum" %5 [1] : tensor<4x8xf32> -> tensor<4xf32>
+    %7 = array.reshape %6 : tensor<4xf32> -> tensor<4x1xf32>
+    %8 = array.broadcast %7 : tensor<4x1xf32> -> tensor<4x8xf32>
+    %9 = array.ufunc "divide"(%5, %8) : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32>
+    func.return %9 : tensor<4x8xf32>
+  }
+
+  // a value returned and summed: the reduction's pass computes each point,
+  // stores it into the returned buffer and folds it in — one kernel
+  // CHECK-LABEL: func.func @kept_and_summed
+  // CHECK:      [[Y:%.*]] = memref.alloc() : memref<2x4xf32>
+  // CHECK:      [[S:%.*]] = memref.alloc() : memref<f32>
+  // CHECK:      loop.kernel "k1"
+  // CHECK:        loop.reduce "sum" [2, 4]
+  // CHECK:          [[V:%.*]] = arith.mulf
+  // CHECK:          loop.store [[V]], [[Y]]
+  // CHECK:          loop.yield [[V]] : f32
+  // CHECK:        loop.store %{{.*}}, [[S]]
+  // CHECK-NOT:  loop.kernel
+  // CHECK:      func.return [[Y]], [[S]]
+  func.func @kept_and_summed(%0: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<f32>) {
+    %1 = array.constant "2.0" : tensor<f32>
+    %2 = array.broadcast %1 : tensor<f32> -> tensor<2x4xf32>
+    %3 = arith.mulf %0, %2 : tensor<2x4xf32>
+    %4 = array.reduce "sum" %3 [0, 1] : tensor<2x4xf32> -> tensor<f32>
+    func.return %3, %4 : tensor<2x4xf32>, tensor<f32>
+  }
+
+  // rows assigned into an array the function made and nothing else reads:
+  // each assignment is a kernel storing into the window of one buffer (an
+  // offset in the store's index map), and the zeros they cover are never
+  // written
+  // CHECK-LABEL: func.func @row_fill
+  // CHECK:      [[OUT:%.*]] = memref.alloc() : memref<2x4xf32>
+  // CHECK-NOT:  memref.alloc
+  // CHECK:      loop.kernel "k1"(%{{.*}}, [[OUT]]) parallel [1]
+  // CHECK:        arith.addf
+  // CHECK:        loop.store %{{.*}}, [[OUT]][affine_map<(d0, d1) -> (d0, d1)>]
+  // CHECK:      loop.kernel "k2"(%{{.*}}, [[OUT]]) parallel [1]
+  // CHECK:        arith.subf
+  // CHECK:        loop.store %{{.*}}, [[OUT]][affine_map<(d0, d1) -> ((d0 + 1), d1)>]
+  // CHECK-NOT:  loop.extern
+  // CHECK:      func.return [[OUT]]
+  func.func @row_fill(%0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %1 = array.constant "0.0" : tensor<f32>
+    %2 = array.broadcast %1 : tensor<f32> -> tensor<2x4xf32>
+    %3 = array.constant "1.0" : tensor<f32>
+    %4 = array.broadcast %3 : tensor<f32> -> tensor<1x4xf32>
+    %5 = array.slice %0[[0, 0], [1, 1]] : tensor<2x4xf32> -> tensor<1x4xf32>
+    %6 = arith.addf %5, %4 : tensor<1x4xf32>
+    %7 = array.insert_slice %6 into %2[[0, 0], [1, 1]] : tensor<1x4xf32> into tensor<2x4xf32>
+    %8 = array.slice %0[[1, 0], [1, 1]] : tensor<2x4xf32> -> tensor<1x4xf32>
+    %9 = arith.subf %8, %4 : tensor<1x4xf32>
+    %10 = array.insert_slice %9 into %7[[1, 0], [1, 1]] : tensor<1x4xf32> into tensor<2x4xf32>
+    func.return %10 : tensor<2x4xf32>
+  }
+
+  // the second row reads the array being filled: that assignment copies (a
+  // numpy routine); the first, whose destination nothing else reads, is a
+  // kernel into the zeros' buffer (filled first: the rows do not cover it
+  // before the read)
+  // CHECK-LABEL: func.func @recurrence
+  // CHECK:      [[OUT:%.*]] = memref.alloc() : memref<2x4xf32>
+  // CHECK:      loop.kernel "k1"([[OUT]])
+  // CHECK:        loop.const "0.0"
+  // CHECK:      loop.kernel "k2"(%{{.*}}, [[OUT]])
+  // CHECK:      loop.kernel "k3"([[OUT]], [[ROW:%.*]]) parallel [1]
+  // CHECK:      loop.extern "numpy:array.insert_slice"([[ROW]], [[OUT]], %{{.*}})
+  // CHECK:      func.return
+  func.func @recurrence(%0: tensor<2x4xf32>) -> tensor<2x4xf32> {
+    %1 = array.constant "0.0" : tensor<f32>
+    %2 = array.broadcast %1 : tensor<f32> -> tensor<2x4xf32>
+    %3 = array.slice %0[[0, 0], [1, 1]] : tensor<2x4xf32> -> tensor<1x4xf32>
+    %4 = array.insert_slice %3 into %2[[0, 0], [1, 1]] : tensor<1x4xf32> into tensor<2x4xf32>
+    %5 = array.slice %4[[0, 0], [1, 1]] : tensor<2x4xf32> -> tensor<1x4xf32>
+    %6 = arith.addf %5, %5 : tensor<1x4xf32>
+    %7 = array.insert_slice %6 into %4[[1, 0], [1, 1]] : tensor<1x4xf32> into tensor<2x4xf32>
+    func.return %7 : tensor<2x4xf32>
+  }
+}

@@ -1,0 +1,94 @@
+// RUN: xdsl-opt -p 'schedule{vector_bits=256 threads=4 parallel_threshold=1000}' %s | filecheck %s --check-prefixes=CHECK,AVX2
+// RUN: xdsl-opt -p 'schedule{vector_bits=512 threads=4 parallel_threshold=100000}' %s | filecheck %s --check-prefixes=CHECK,AVX512
+
+// `schedule`: each loop.kernel becomes a kernel.kernel with its schedule, for
+// the target the options describe (what runtime/cpu.py reads off the host).
+//
+// Two point-wise kernels over the same domain are one launch (`merged`):
+// a's value is forwarded to the second body instead of reloaded. The chain
+// holds a transcendental (exp): two registers per value, so the vector is
+// twice the register's f32 lanes. 64 rows of 256 points are over the first
+// run's parallel threshold (4 threads), under the second's (1 thread).
+// CHECK-LABEL: func.func @merged_pointwise
+// AVX2:       kernel.kernel "k1"({{.*}}) parallel [64] vector 16 : i64 unroll 1 : i64 split "parallel" work 64 : i64 threads 4 : i64 reduction "none"
+// AVX512:     kernel.kernel "k1"({{.*}}) parallel [64] vector 32 : i64 unroll 1 : i64 split "parallel" work 64 : i64 threads 1 : i64 reduction "none"
+// CHECK:        math.exp
+// CHECK:        loop.store [[A:%[0-9]+]], [[ABUF:%[0-9]+]][
+// CHECK-NOT:    loop.load [[ABUF]][
+// CHECK:        arith.addf [[A]],
+// CHECK:      } {merged = ["k1", "k2"]}
+// CHECK-NOT:  kernel.kernel
+// CHECK:      func.return
+//
+// Softmax's rows (1 KiB each) fit in the cache: each stage re-reads the row
+// from cache ("row-in-cache"); a row of 16 AVX2 vectors gets 4 independent
+// accumulators, one of 8 AVX-512 vectors one.
+// CHECK-LABEL: func.func @row_softmax
+// AVX2:       kernel.kernel "k1"({{.*}}) parallel [64] vector 16 : i64 unroll 4 : i64 split "parallel" work 64 : i64 threads 4 : i64 reduction "row-in-cache"
+// AVX512:     kernel.kernel "k1"({{.*}}) parallel [64] vector 32 : i64 unroll 1 : i64 split "parallel" work 64 : i64 threads 1 : i64 reduction "row-in-cache"
+// CHECK:        loop.reduce "max"
+// CHECK:        loop.reduce "sum"
+// CHECK:        loop.map
+// CHECK-NOT:  kernel.kernel
+
+builtin.module {
+  func.func @merged_pointwise(%0: memref<64x256xf32> {lowering.layout = "C"}, %1: memref<64x256xf32> {lowering.layout = "C"}) -> (memref<64x256xf32>, memref<64x256xf32>) {
+    %2 = memref.alloc() : memref<64x256xf32>
+    loop.kernel "k1"(%0, %2) parallel [64] {
+    ^bb0(%3: index):
+      loop.map [256] {
+      ^bb0(%4: index):
+        %5 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%3, %4) : memref<64x256xf32> -> f32
+        %6 = math.exp %5 : f32
+        %7 = loop.const "2.0" : f32
+        %8 = arith.mulf %6, %7 : f32
+        loop.store %8, %2[affine_map<(d0, d1) -> (d0, d1)>] (%3, %4) : f32, memref<64x256xf32>
+        loop.yield
+      }
+      loop.yield
+    } : memref<64x256xf32>, memref<64x256xf32>
+    %9 = memref.alloc() : memref<64x256xf32>
+    loop.kernel "k2"(%2, %1, %9) parallel [64] {
+    ^bb0(%10: index):
+      loop.map [256] {
+      ^bb0(%11: index):
+        %12 = loop.load %2[affine_map<(d0, d1) -> (d0, d1)>] (%10, %11) : memref<64x256xf32> -> f32
+        %13 = loop.load %1[affine_map<(d0, d1) -> (d0, d1)>] (%10, %11) : memref<64x256xf32> -> f32
+        %14 = arith.addf %12, %13 : f32
+        loop.store %14, %9[affine_map<(d0, d1) -> (d0, d1)>] (%10, %11) : f32, memref<64x256xf32>
+        loop.yield
+      }
+      loop.yield
+    } : memref<64x256xf32>, memref<64x256xf32>, memref<64x256xf32>
+    func.return %2, %9 : memref<64x256xf32>, memref<64x256xf32>
+  }
+  func.func @row_softmax(%0: memref<64x256xf32> {lowering.layout = "C"}) -> memref<64x256xf32> {
+    %1 = memref.alloc() : memref<64x256xf32>
+    loop.kernel "k1"(%0, %1) parallel [64] {
+    ^bb0(%2: index):
+      %3 = loop.reduce "max" [256] {
+      ^bb0(%4: index):
+        %5 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%2, %4) : memref<64x256xf32> -> f32
+        loop.yield %5 : f32
+      } : f32
+      %6 = loop.reduce "sum" [256] {
+      ^bb0(%7: index):
+        %8 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%2, %7) : memref<64x256xf32> -> f32
+        %9 = arith.subf %8, %3 : f32
+        %10 = math.exp %9 : f32
+        loop.yield %10 : f32
+      } : f32
+      loop.map [256] {
+      ^bb0(%11: index):
+        %12 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%2, %11) : memref<64x256xf32> -> f32
+        %13 = arith.subf %12, %3 : f32
+        %14 = math.exp %13 : f32
+        %15 = arith.divf %14, %6 : f32
+        loop.store %15, %1[affine_map<(d0, d1) -> (d0, d1)>] (%2, %11) : f32, memref<64x256xf32>
+        loop.yield
+      }
+      loop.yield
+    } : memref<64x256xf32>, memref<64x256xf32>
+    func.return %1 : memref<64x256xf32>
+  }
+}
