@@ -505,7 +505,7 @@ class CompiledFunction:
                           for b, conv in zip(bindings, convert)]
                 results = prog(inputs)
             own = [None if i is None else inputs[i] for i in owners]
-            return _finish(out_plan, fresh_results(results, inputs, own, getattr(prog, "fresh", None)),
+            return _finish(out_plan, fresh_results(results, inputs, own, prog.fresh),
                            sources, plan, gvals)
 
         return Entry(guards, trace, run, fetch), gvals

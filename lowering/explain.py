@@ -102,7 +102,7 @@ def explain(fn):
             else:
                 progs.append(prog)
         for prog in progs:
-            rep = getattr(prog, "report", None)
+            rep = prog.report
             if rep is not None:
                 kernels.append(rep.kernels)
                 refused.append(rep.refused)

@@ -207,6 +207,7 @@ class PartitionedProgram:
         self.n_results = len(self.partition.fwd_results) + len(self.partition.bwd_results)
         self.programs: list[Callable] = [self.forward]
         self.fresh: tuple[bool, ...] | None = None  # known once the backward is compiled
+        self.report = None  # (each half has its own: `programs`)
 
     def backward_for(self, saved: list) -> Callable:
 
@@ -232,7 +233,7 @@ class PartitionedProgram:
 
     def _fresh(self, bwd: Callable) -> tuple[bool, ...] | None:
         """Results the two programs allocate in the call (see fresh_results)."""
-        ff, bf = getattr(self.forward, "fresh", None), getattr(bwd, "fresh", None)
+        ff, bf = self.forward.fresh, bwd.fresh
         if ff is None or bf is None:
             return None
         p = self.partition

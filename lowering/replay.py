@@ -43,7 +43,7 @@ def replayer(trace: Trace, programs: list, finish: Callable, generators: Callabl
     gvals)` builds the return value from the last graph's results."""
     segments = trace.segments
     records = trace.records
-    fresh = [getattr(p, "fresh", None) for p in programs]
+    fresh = [p.fresh for p in programs]
     has_draws = any(isinstance(r, Draw) for s in segments for r in s.refs)
 
     def resolve(ref, sources, res, eager):

@@ -5,10 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from . import errors
+
+
+@runtime_checkable
+class Compiled(Protocol):
+    """What every backend's program is to the code that runs it: called with
+    the segment's inputs, it returns its results; `fresh` says, per result,
+    whether it is a buffer the call allocated (never an input's memory: it can
+    be handed to the caller as it is), None where unknown; `report` is the
+    lowering's report for `explain` (kernels and their fused ops), None where
+    nothing was lowered."""
+
+    fresh: tuple[bool, ...] | None
+    report: object | None
+
+    def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]: ...
 
 
 @dataclass
@@ -17,6 +33,8 @@ class Program:
     n_slots: int
     steps: list[tuple[Callable, tuple[int, ...], int]]
     outputs: tuple[int, ...]
+    fresh: ClassVar[None] = None  # (numpy decides which results are new arrays)
+    report: ClassVar[None] = None
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the steps; every numpy call's floating-point flags go to one

@@ -59,3 +59,22 @@ def test_kernel_count_is_the_launches_of_one_call(fn, shapes):
         assert steps == 1 and names[0].count("+") >= 1, names
         fused = report.kernels[0][0][1]
         assert any("math.log" in o for o in fused) and any("math.tanh" in o for o in fused)
+
+
+@pytest.mark.parametrize("backend", ["cpu", "numpy"])
+def test_every_program_is_a_compiled_program(backend):
+    """Each backend's program, and a partitioned joint function, answers the
+    runtime's `Compiled` protocol (`fresh`, `report`, called on inputs) — no
+    property looked up by duck typing."""
+    from runtime.program import Compiled
+
+    x = np.ones((4, 8), np.float32)
+    cf = lowering.compile(lambda x: x * 2 + 1, backend=backend)
+    cf(x)
+    g = lowering.compile(lowering.grad(lambda x: (x * x).sum()), backend=backend)
+    g(x)
+    for prog in cf.programs_run + g.programs_run:
+        assert isinstance(prog, Compiled), type(prog)
+        assert prog.fresh is None or len(prog.fresh) >= 1
+    (plain,) = cf.programs_run
+    assert (plain.report is not None) == (backend == "cpu")

@@ -196,6 +196,7 @@ class CpuProgram:
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
+        self.report = None  # lower-to-loop's, set by `build`
         self._lock = threading.Lock()
         self.collector = errors.Collector()  # the flags of numpy externs
 
