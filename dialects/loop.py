@@ -26,14 +26,14 @@ from xdsl.dialects.builtin import (
     StringAttr,
     i64,
 )
-from xdsl.ir import Attribute, Block, Dialect, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.irdl import (
     IRDLOperation,
     base,
     irdl_op_definition,
     operand_def,
-    opt_prop_def,
+    opt_region_def,
     prop_def,
     region_def,
     result_def,
@@ -270,22 +270,50 @@ class IndexOp(IRDLOperation):
 class ExternOp(IRDLOperation):
     """A routine outside generated code: `fn` names it (e.g. "matmul" for BLAS,
     "numpy:<tensor op>" for a tensor-level op run by numpy), reading the first
-    `num_inputs` buffers and writing the rest. `config` carries the original
-    op's properties as text."""
+    `num_inputs` buffers and writing the rest. A numpy routine `computes` its
+    tensor-level op: the body holds it, on block arguments standing for the
+    inputs, and yields its results (one per output buffer)."""
 
     name = "loop.extern"
     fn = prop_def(StringAttr)
     num_inputs = prop_def(IntegerAttr)
-    config = opt_prop_def(StringAttr)
     buffers = var_operand_def(AnyMemRef)
-    assembly_format = "$fn `(` $buffers `)` `inputs` $num_inputs (`config` $config^)? attr-dict `:` type($buffers)"
+    body = opt_region_def("single_block")
+    assembly_format = ("$fn `(` $buffers `)` `inputs` $num_inputs (`computes` $body^)? attr-dict "
+                       "`:` type($buffers)")
 
     def __init__(self, fn: str, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue],
-                 config: str | None = None):
+                 computes: Operation | None = None):
         props: dict[str, Attribute] = {"fn": StringAttr(fn), "num_inputs": IntegerAttr(len(inputs), i64)}
-        if config is not None:
-            props["config"] = StringAttr(config)
-        super().__init__(operands=[[*inputs, *outputs]], properties=props)
+        regions: list = [[]]
+        if computes is not None:
+            block = Block(arg_types=[o.type for o in computes.operands])
+            clone = computes.clone()
+            for i, a in enumerate(block.args):
+                clone.operands[i] = a  # type: ignore[index]
+            block.add_op(clone)
+            block.add_op(YieldOp(*clone.results))
+            regions = [Region(block)]
+        super().__init__(operands=[[*inputs, *outputs]], properties=props, regions=regions)
+
+    def computed(self) -> Operation:
+        """The tensor-level op the routine computes (see `computes`)."""
+        if self.body is None:
+            raise ValueError(f"loop.extern {self.fn.data!r} computes no tensor-level op")
+        return next(iter(self.body.block.ops))
+
+    def verify_(self) -> None:
+        if self.body is None:
+            return
+        n = self.num_inputs.value.data
+        block = self.body.block
+        ops = list(block.ops)
+        if len(block.args) != n or len(ops) != 2 or not isinstance(ops[1], YieldOp):
+            raise VerifyException("loop.extern: the body is one op on the inputs, then loop.yield")
+        if len(ops[1].values) != len(self.buffers) - n:
+            raise VerifyException("loop.extern: the body yields one value per output buffer")
+        if any(o not in block.args for o in ops[0].operands):
+            raise VerifyException("loop.extern: the computed op reads only the body's arguments")
 
 
 Loop = Dialect("loop", [YieldOp, KernelOp, ReduceOp, MapOp, LoadOp, StoreOp, ConstOp, UfuncOp,

@@ -59,7 +59,6 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
-from xdsl.printer import Printer
 
 import numpy as np
 
@@ -519,7 +518,7 @@ class Lowering:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
                     raise Restart(o, "", undefer=True)
             outs = [self._alloc(r) for r in op.results]
-            self.out.add_op(L.ExternOp(fn, ins, outs, generic_text(op)))
+            self.out.add_op(L.ExternOp(fn, ins, outs, None if isinstance(op, A.DotOp) else op))
             self.kernel_ops.append((f"extern {fn}", [describe(op)]))
             return
         if v in self.buffer:
@@ -593,24 +592,6 @@ def blas_operand(v: SSAValue) -> tuple[SSAValue, bool]:
         if r >= 2 and perm == (*range(r - 2), r - 1, r - 2):
             return op.input, True
     return v, False
-
-
-def generic_text(op: Operation) -> str:
-    """The op wrapped in a `func.func` of its operands, in MLIR generic form:
-    self-contained text a backend can parse back to run the op."""
-    import io
-
-    blk = Block(arg_types=[o.type for o in op.operands])
-    clone = op.clone()
-    for i, a in enumerate(blk.args):
-        clone.operands[i] = a  # type: ignore[index]
-    blk.add_op(clone)
-    blk.add_op(func.ReturnOp(*clone.results))
-    f = func.FuncOp("extern", FunctionType.from_lists([o.type for o in op.operands],
-                                                       [r.type for r in op.results]), Region(blk))
-    out = io.StringIO()
-    Printer(stream=out, print_generic_format=True).print_op(f)
-    return out.getvalue()
 
 
 class KernelEmitter:
