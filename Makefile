@@ -17,7 +17,7 @@ demo: $(STAMP)
 # the whole suite on the default (CPU) backend, then the capture, mutation,
 # guard, graph-break, example and random-program suites again on the numpy
 # reference backend
-REF_SUITES := tests/capture tests/test_mutation.py tests/test_guards.py \
+REF_SUITES := tests/capture tests/test_mutation.py tests/runtime/test_guards.py \
 	tests/test_graph_breaks.py tests/test_conversions.py tests/test_examples.py \
 	tests/test_random_programs.py
 

@@ -28,7 +28,7 @@ from dialects import array as A
 from lowering import pytree
 from lowering.capture.tracer import GraphBreakError
 from lowering.testing import TOLERANCES, array_shapes, arrays, assert_matches_numpy, examples
-from tests.test_roundtrip import check_segment
+from tests.dialects.test_roundtrip import check_segment
 
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0]
