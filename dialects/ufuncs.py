@@ -1,0 +1,277 @@
+"""The one table of the numpy ufuncs the compiler knows: what each is, how it
+is computed at each level, what it costs and how exactly it is checked. Every
+other list of ufunc names (capture's supported set, decompose's rewrites, the
+loop level's generated set, the cost model, the testing op classes, the
+surface table) is derived from it, and every table of rules keyed by ufunc
+name (the VJP rules, the LLVM rules, the numpy backend) is checked against it
+when its module is imported (`require`).
+
+Columns, one row per ufunc (numpy's `ufunc.__name__`):
+
+- `nin`, `nout`: numpy's arity (a test checks them against numpy).
+- `exactness`: the op class of `lowering.testing.TOLERANCES`: "exact" (IEEE
+  or numpy fix the result bit for bit) or "pointwise" (one libm-class
+  function: a couple of ULPs between two libms).
+- `cost`: "expensive" for a transcendental function or a division-like one
+  (the divider: divide, reciprocal, sqrt, floor_divide, remainder, fmod),
+  "cheap" otherwise. Fusion's recompute cost (`lower-to-loop`) and the
+  scheduler's chain length (`schedule`) both read it.
+- `gen`: which loops the loop level generates inline: "all", "float" (its
+  integer loops run in numpy: numpy raises for negative integer powers and has
+  its own 1/0 rules), or "no" (always a `loop.extern`).
+- `grad`: "rule" (a VJP rule in `passes/autograd.py`), "zero" (its derivative
+  is 0 wherever it has one), or "-" (no float result: nothing to differentiate).
+- `tier`: "1" where OPS.md lists it in Tier 1, "-" for the ones beyond it.
+- `float`, `int`, `bool`: the upstream `arith`/`math` op `decompose` rewrites
+  it to for float, signed-integer and bool operands where that op has numpy's
+  exact meaning ("-": it stays `array.ufunc`). An op of more operands than the
+  ufunc gets its operand repeated (`square`: x * x).
+- `compare`: the `array.compare` predicate a comparison becomes.
+
+This module is data and a few helpers: it imports only the standard library,
+numpy and xDSL (the layering contract of `dialects/`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+# numpy name   nin nout exactness cost      gen   grad tier float          int         bool       compare
+_TABLE = """
+add              2  1   exact     cheap     all   rule 1    arith.addf     arith.addi  arith.ori  -
+subtract         2  1   exact     cheap     all   rule 1    arith.subf     arith.subi  -          -
+multiply         2  1   exact     cheap     all   rule 1    arith.mulf     arith.muli  arith.andi -
+divide           2  1   exact     expensive all   rule 1    arith.divf     -           -          -
+floor_divide     2  1   exact     expensive all   zero 1    -              -           -          -
+remainder        2  1   exact     expensive all   rule 1    -              -           -          -
+fmod             2  1   exact     expensive all   rule 1    -              -           -          -
+power            2  1   pointwise expensive float rule 1    math.powf      -           -          -
+float_power      2  1   pointwise expensive no    rule 1    -              -           -          -
+negative         1  1   exact     cheap     all   rule 1    arith.negf     -           -          -
+positive         1  1   exact     cheap     no    rule 1    -              -           -          -
+absolute         1  1   exact     cheap     all   rule 1    math.absf      -           -          -
+fabs             1  1   exact     cheap     no    rule 1    math.absf      -           -          -
+sign             1  1   exact     cheap     all   zero 1    -              -           -          -
+reciprocal       1  1   exact     expensive float rule 1    -              -           -          -
+square           1  1   exact     cheap     all   rule 1    arith.mulf     -           -          -
+sqrt             1  1   exact     expensive all   rule 1    math.sqrt      -           -          -
+cbrt             1  1   pointwise expensive all   rule 1    math.cbrt      -           -          -
+exp              1  1   pointwise expensive all   rule 1    math.exp       -           -          -
+exp2             1  1   pointwise expensive all   rule 1    math.exp2      -           -          -
+expm1            1  1   pointwise expensive all   rule 1    math.expm1     -           -          -
+log              1  1   pointwise expensive all   rule 1    math.log       -           -          -
+log2             1  1   pointwise expensive all   rule 1    math.log2      -           -          -
+log10            1  1   pointwise expensive all   rule 1    math.log10     -           -          -
+log1p            1  1   pointwise expensive all   rule 1    math.log1p     -           -          -
+logaddexp        2  1   pointwise expensive all   rule 1    -              -           -          -
+sin              1  1   pointwise expensive all   rule 1    math.sin       -           -          -
+cos              1  1   pointwise expensive all   rule 1    math.cos       -           -          -
+tan              1  1   pointwise expensive all   rule 1    math.tan       -           -          -
+arcsin           1  1   pointwise expensive all   rule 1    math.asin      -           -          -
+arccos           1  1   pointwise expensive all   rule 1    math.acos      -           -          -
+arctan           1  1   pointwise expensive all   rule 1    math.atan      -           -          -
+arctan2          2  1   pointwise expensive all   rule 1    math.atan2     -           -          -
+sinh             1  1   pointwise expensive all   rule 1    math.sinh      -           -          -
+cosh             1  1   pointwise expensive all   rule 1    math.cosh      -           -          -
+tanh             1  1   pointwise expensive all   rule 1    math.tanh      -           -          -
+arcsinh          1  1   pointwise expensive all   rule 1    math.asinh     -           -          -
+arccosh          1  1   pointwise expensive all   rule 1    math.acosh     -           -          -
+arctanh          1  1   pointwise expensive all   rule 1    math.atanh     -           -          -
+hypot            2  1   pointwise expensive all   rule 1    -              -           -          -
+maximum          2  1   exact     cheap     all   rule 1    -              arith.maxsi arith.ori  -
+minimum          2  1   exact     cheap     all   rule 1    -              arith.minsi arith.andi -
+fmax             2  1   exact     cheap     all   rule 1    -              -           -          -
+fmin             2  1   exact     cheap     all   rule 1    -              -           -          -
+floor            1  1   exact     cheap     all   zero 1    math.floor     -           -          -
+ceil             1  1   exact     cheap     all   zero 1    math.ceil      -           -          -
+trunc            1  1   exact     cheap     all   zero 1    math.trunc     -           -          -
+rint             1  1   exact     cheap     all   zero 1    math.roundeven -           -          -
+copysign         2  1   exact     cheap     all   rule 1    math.copysign  -           -          -
+greater          2  1   exact     cheap     no    -    1    -              -           -          gt
+greater_equal    2  1   exact     cheap     no    -    1    -              -           -          ge
+less             2  1   exact     cheap     no    -    1    -              -           -          lt
+less_equal       2  1   exact     cheap     no    -    1    -              -           -          le
+equal            2  1   exact     cheap     no    -    1    -              -           -          eq
+not_equal        2  1   exact     cheap     no    -    1    -              -           -          ne
+logical_and      2  1   exact     cheap     all   -    1    -              -           arith.andi -
+logical_or       2  1   exact     cheap     all   -    1    -              -           arith.ori  -
+logical_not      1  1   exact     cheap     all   -    1    -              -           -          -
+logical_xor      2  1   exact     cheap     all   -    1    -              -           arith.xori -
+isnan            1  1   exact     cheap     all   zero 1    -              -           -          -
+isinf            1  1   exact     cheap     all   zero 1    -              -           -          -
+isfinite         1  1   exact     cheap     all   zero 1    -              -           -          -
+signbit          1  1   exact     cheap     all   zero 1    -              -           -          -
+bitwise_and      2  1   exact     cheap     all   -    1    -              arith.andi  arith.andi -
+bitwise_or       2  1   exact     cheap     all   -    1    -              arith.ori   arith.ori  -
+bitwise_xor      2  1   exact     cheap     all   -    1    -              arith.xori  arith.xori -
+invert           1  1   exact     cheap     all   -    1    -              -           -          -
+left_shift       2  1   exact     cheap     all   -    1    -              -           -          -
+right_shift      2  1   exact     cheap     all   -    1    -              -           -          -
+logaddexp2       2  1   pointwise expensive no    rule -    -              -           -          -
+conjugate        1  1   exact     cheap     no    rule -    -              -           -          -
+deg2rad          1  1   exact     cheap     all   rule -    -              -           -          -
+rad2deg          1  1   exact     cheap     all   rule -    -              -           -          -
+degrees          1  1   exact     cheap     all   rule -    -              -           -          -
+radians          1  1   exact     cheap     all   rule -    -              -           -          -
+heaviside        2  1   exact     cheap     all   zero -    -              -           -          -
+nextafter        2  1   exact     cheap     no    zero -    -              -           -          -
+"""
+
+# OPS.md's other spellings of a row's ufunc (the same numpy object: np.true_divide
+# is np.divide); capture and the IR name the ufunc by its `__name__` only
+ALIASES: dict[str, str] = {"true_divide": "divide", "mod": "remainder"}
+
+EXACTNESS = ("exact", "pointwise")
+COSTS = ("cheap", "expensive")
+GEN = ("all", "float", "no")
+GRAD = ("rule", "zero", None)
+COMPARES = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+@dataclass(frozen=True)
+class Ufunc:
+    name: str
+    nin: int
+    nout: int
+    exactness: str
+    cost: str
+    gen: str
+    grad: str | None
+    tier: int | None
+    float_op: str | None
+    int_op: str | None
+    bool_op: str | None
+    compare: str | None
+
+    @property
+    def generated(self) -> bool:
+        """The loop level generates some of its loops."""
+        return self.gen != "no"
+
+    @property
+    def expensive(self) -> bool:
+        return self.cost == "expensive"
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        return tuple(a for a, n in ALIASES.items() if n == self.name)
+
+
+class UfuncTableError(ImportError):
+    """The table is malformed, or a table of rules disagrees with it."""
+
+
+def _parse(text: str) -> tuple[Ufunc, ...]:
+    rows = []
+    for line in text.strip().splitlines():
+        f = [None if c == "-" else c for c in line.split()]
+        if len(f) != 12:
+            raise UfuncTableError(f"dialects/ufuncs.py: row {line!r} has {len(f)} columns, not 12")
+        u = Ufunc(f[0], int(f[1]), int(f[2]), f[3], f[4], f[5], f[6],
+                  None if f[7] is None else int(f[7]), *f[8:])
+        for col, allowed in (("exactness", EXACTNESS), ("cost", COSTS), ("gen", GEN),
+                             ("grad", GRAD), ("tier", (1, None)),
+                             ("compare", (*COMPARES, None))):
+            if getattr(u, col) not in allowed:
+                raise UfuncTableError(f"dialects/ufuncs.py: {u.name}: {col} is "
+                                      f"{getattr(u, col)!r}, not one of {allowed}")
+        rows.append(u)
+    return tuple(rows)
+
+
+TABLE: tuple[Ufunc, ...] = _parse(_TABLE)
+UFUNCS: dict[str, Ufunc] = {u.name: u for u in TABLE}
+if len(UFUNCS) != len(TABLE):
+    raise UfuncTableError("dialects/ufuncs.py: a ufunc has two rows")
+
+
+def lookup(name: str) -> Ufunc | None:
+    """The row of a ufunc by its numpy name or an OPS.md alias."""
+    return UFUNCS.get(ALIASES.get(name, name))
+
+
+def names(where: Callable[[Ufunc], bool] = lambda u: True, table: Iterable[Ufunc] = TABLE,
+          aliases: bool = False) -> list[str]:
+    """The names of the rows `where` selects, in table order; with `aliases`,
+    each row's OPS.md aliases follow its name."""
+    out = []
+    for u in table:
+        if where(u):
+            out.append(u.name)
+            if aliases:
+                out += u.aliases
+    return out
+
+
+# ---- the upstream ops of `decompose`, and back ------------------------------
+OPERAND_CLASSES = ("float_op", "int_op", "bool_op")
+
+
+def upstream_ops(table: Iterable[Ufunc] = TABLE) -> dict[str, str]:
+    """upstream op name -> the ufunc it computes, the first row naming it in
+    the float column, then the int column, then the bool column (`arith.ori`
+    is bitwise_or: on bools too)."""
+    out: dict[str, str] = {}
+    for col in OPERAND_CLASSES:
+        for u in table:
+            op = getattr(u, col)
+            if op is not None:
+                out.setdefault(op, u.name)
+    return out
+
+
+UPSTREAM: dict[str, str] = upstream_ops()
+
+
+def _op_classes() -> dict[str, type]:
+    from xdsl.dialects import arith, math
+
+    return {op.name: op for d in (arith.Arith, math.Math) for op in d.operations}
+
+
+def upstream_class(op_name: str) -> type:
+    """The xDSL class of an upstream op named in the table."""
+    return _OP_CLASSES[op_name]
+
+
+_OP_CLASSES = _op_classes()
+_unknown = sorted(op for op in UPSTREAM if op not in _OP_CLASSES)
+if _unknown:
+    raise UfuncTableError(f"dialects/ufuncs.py: no xDSL op named {', '.join(_unknown)}")
+for _op in UPSTREAM:  # every ufunc computed by one op is in one cost class
+    _costs = {u.cost for u in TABLE for c in OPERAND_CLASSES if getattr(u, c) == _op}
+    if len(_costs) != 1:
+        raise UfuncTableError(f"dialects/ufuncs.py: ufuncs computed by {_op} disagree on cost")
+
+
+def of_op(op) -> Ufunc | None:
+    """The row of the ufunc an op computes: `array.ufunc`/`loop.ufunc` by its
+    name, an upstream op by the table's rewrites (None for any other op)."""
+    if op.name in ("array.ufunc", "loop.ufunc"):
+        return UFUNCS.get(op.fn.data)
+    name = UPSTREAM.get(op.name)
+    return UFUNCS[name] if name is not None else None
+
+
+# ---- checking tables of rules against this one -------------------------------
+
+def require(rules: Iterable[str], where: Callable[[Ufunc], bool], what: str,
+            exact: bool = False, table: Iterable[Ufunc] = TABLE) -> None:
+    """Every ufunc `where` selects has a rule in `rules` (a collection of
+    ufunc names); with `exact`, `rules` has no other names either. Raises
+    UfuncTableError naming the ufuncs (called at import of the rules' module,
+    so that a table row without its rule fails early and says where)."""
+    table = tuple(table)
+    have = set(rules)
+    want = set(names(where, table))
+    missing = [n for n in names(where, table) if n not in have]
+    if missing:
+        raise UfuncTableError(f"{what}: no rule for {', '.join(missing)} "
+                              "(dialects/ufuncs.py says there is one)")
+    extra = sorted(have - want)
+    if exact and extra:
+        known = {u.name for u in table}
+        why = ["not in dialects/ufuncs.py" if n not in known else
+               "dialects/ufuncs.py does not select it" for n in extra]
+        raise UfuncTableError(f"{what}: rules for " + ", ".join(
+            f"{n} ({w})" for n, w in zip(extra, why)))
