@@ -14,8 +14,13 @@ Columns, one row per ufunc (numpy's `ufunc.__name__`):
   function: a couple of ULPs between two libms).
 - `cost`: "expensive" for a transcendental function or a division-like one
   (the divider: divide, reciprocal, sqrt, floor_divide, remainder, fmod),
-  "cheap" otherwise. Fusion's recompute cost (`lower-to-loop`) and the
-  scheduler's chain length (`schedule`) both read it.
+  "cheap" otherwise. The scheduler's chain length (`schedule`) and the CPU
+  backend's row cache read it.
+- `recompute`: the cost class fusion (`lower-to-loop`) weighs a value's
+  recomputation by. It is `cost` but for the division-like ufuncs, which
+  fusion has always recomputed as cheap: counting divide and sqrt expensive
+  there changes the kernels of layernorm and Black-Scholes (process replay),
+  a change of its own to make and measure, not a side effect of this table.
 - `gen`: which loops the loop level generates inline: "all", "float" (its
   integer loops run in numpy: numpy raises for negative integer powers and has
   its own 1/0 rules), or "no" (always a `loop.extern`).
@@ -36,85 +41,85 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-# numpy name   nin nout exactness cost      gen   grad tier float          int         bool       compare
+# name        in out exactness cost      recompute gen   grad tier float          int         bool       cmp
 _TABLE = """
-add              2  1   exact     cheap     all   rule 1    arith.addf     arith.addi  arith.ori  -
-subtract         2  1   exact     cheap     all   rule 1    arith.subf     arith.subi  -          -
-multiply         2  1   exact     cheap     all   rule 1    arith.mulf     arith.muli  arith.andi -
-divide           2  1   exact     expensive all   rule 1    arith.divf     -           -          -
-floor_divide     2  1   exact     expensive all   zero 1    -              -           -          -
-remainder        2  1   exact     expensive all   rule 1    -              -           -          -
-fmod             2  1   exact     expensive all   rule 1    -              -           -          -
-power            2  1   pointwise expensive float rule 1    math.powf      -           -          -
-float_power      2  1   pointwise expensive no    rule 1    -              -           -          -
-negative         1  1   exact     cheap     all   rule 1    arith.negf     -           -          -
-positive         1  1   exact     cheap     no    rule 1    -              -           -          -
-absolute         1  1   exact     cheap     all   rule 1    math.absf      -           -          -
-fabs             1  1   exact     cheap     no    rule 1    math.absf      -           -          -
-sign             1  1   exact     cheap     all   zero 1    -              -           -          -
-reciprocal       1  1   exact     expensive float rule 1    -              -           -          -
-square           1  1   exact     cheap     all   rule 1    arith.mulf     -           -          -
-sqrt             1  1   exact     expensive all   rule 1    math.sqrt      -           -          -
-cbrt             1  1   pointwise expensive all   rule 1    math.cbrt      -           -          -
-exp              1  1   pointwise expensive all   rule 1    math.exp       -           -          -
-exp2             1  1   pointwise expensive all   rule 1    math.exp2      -           -          -
-expm1            1  1   pointwise expensive all   rule 1    math.expm1     -           -          -
-log              1  1   pointwise expensive all   rule 1    math.log       -           -          -
-log2             1  1   pointwise expensive all   rule 1    math.log2      -           -          -
-log10            1  1   pointwise expensive all   rule 1    math.log10     -           -          -
-log1p            1  1   pointwise expensive all   rule 1    math.log1p     -           -          -
-logaddexp        2  1   pointwise expensive all   rule 1    -              -           -          -
-sin              1  1   pointwise expensive all   rule 1    math.sin       -           -          -
-cos              1  1   pointwise expensive all   rule 1    math.cos       -           -          -
-tan              1  1   pointwise expensive all   rule 1    math.tan       -           -          -
-arcsin           1  1   pointwise expensive all   rule 1    math.asin      -           -          -
-arccos           1  1   pointwise expensive all   rule 1    math.acos      -           -          -
-arctan           1  1   pointwise expensive all   rule 1    math.atan      -           -          -
-arctan2          2  1   pointwise expensive all   rule 1    math.atan2     -           -          -
-sinh             1  1   pointwise expensive all   rule 1    math.sinh      -           -          -
-cosh             1  1   pointwise expensive all   rule 1    math.cosh      -           -          -
-tanh             1  1   pointwise expensive all   rule 1    math.tanh      -           -          -
-arcsinh          1  1   pointwise expensive all   rule 1    math.asinh     -           -          -
-arccosh          1  1   pointwise expensive all   rule 1    math.acosh     -           -          -
-arctanh          1  1   pointwise expensive all   rule 1    math.atanh     -           -          -
-hypot            2  1   pointwise expensive all   rule 1    -              -           -          -
-maximum          2  1   exact     cheap     all   rule 1    -              arith.maxsi arith.ori  -
-minimum          2  1   exact     cheap     all   rule 1    -              arith.minsi arith.andi -
-fmax             2  1   exact     cheap     all   rule 1    -              -           -          -
-fmin             2  1   exact     cheap     all   rule 1    -              -           -          -
-floor            1  1   exact     cheap     all   zero 1    math.floor     -           -          -
-ceil             1  1   exact     cheap     all   zero 1    math.ceil      -           -          -
-trunc            1  1   exact     cheap     all   zero 1    math.trunc     -           -          -
-rint             1  1   exact     cheap     all   zero 1    math.roundeven -           -          -
-copysign         2  1   exact     cheap     all   rule 1    math.copysign  -           -          -
-greater          2  1   exact     cheap     no    -    1    -              -           -          gt
-greater_equal    2  1   exact     cheap     no    -    1    -              -           -          ge
-less             2  1   exact     cheap     no    -    1    -              -           -          lt
-less_equal       2  1   exact     cheap     no    -    1    -              -           -          le
-equal            2  1   exact     cheap     no    -    1    -              -           -          eq
-not_equal        2  1   exact     cheap     no    -    1    -              -           -          ne
-logical_and      2  1   exact     cheap     all   -    1    -              -           arith.andi -
-logical_or       2  1   exact     cheap     all   -    1    -              -           arith.ori  -
-logical_not      1  1   exact     cheap     all   -    1    -              -           -          -
-logical_xor      2  1   exact     cheap     all   -    1    -              -           arith.xori -
-isnan            1  1   exact     cheap     all   zero 1    -              -           -          -
-isinf            1  1   exact     cheap     all   zero 1    -              -           -          -
-isfinite         1  1   exact     cheap     all   zero 1    -              -           -          -
-signbit          1  1   exact     cheap     all   zero 1    -              -           -          -
-bitwise_and      2  1   exact     cheap     all   -    1    -              arith.andi  arith.andi -
-bitwise_or       2  1   exact     cheap     all   -    1    -              arith.ori   arith.ori  -
-bitwise_xor      2  1   exact     cheap     all   -    1    -              arith.xori  arith.xori -
-invert           1  1   exact     cheap     all   -    1    -              -           -          -
-left_shift       2  1   exact     cheap     all   -    1    -              -           -          -
-right_shift      2  1   exact     cheap     all   -    1    -              -           -          -
-logaddexp2       2  1   pointwise expensive no    rule -    -              -           -          -
-conjugate        1  1   exact     cheap     no    rule -    -              -           -          -
-deg2rad          1  1   exact     cheap     all   rule -    -              -           -          -
-rad2deg          1  1   exact     cheap     all   rule -    -              -           -          -
-degrees          1  1   exact     cheap     all   rule -    -              -           -          -
-radians          1  1   exact     cheap     all   rule -    -              -           -          -
-heaviside        2  1   exact     cheap     all   zero -    -              -           -          -
-nextafter        2  1   exact     cheap     no    zero -    -              -           -          -
+add           2  1   exact     cheap     cheap     all   rule 1    arith.addf     arith.addi  arith.ori  -
+subtract      2  1   exact     cheap     cheap     all   rule 1    arith.subf     arith.subi  -          -
+multiply      2  1   exact     cheap     cheap     all   rule 1    arith.mulf     arith.muli  arith.andi -
+divide        2  1   exact     expensive cheap     all   rule 1    arith.divf     -           -          -
+floor_divide  2  1   exact     expensive cheap     all   zero 1    -              -           -          -
+remainder     2  1   exact     expensive cheap     all   rule 1    -              -           -          -
+fmod          2  1   exact     expensive cheap     all   rule 1    -              -           -          -
+power         2  1   pointwise expensive expensive float rule 1    math.powf      -           -          -
+float_power   2  1   pointwise expensive expensive no    rule 1    -              -           -          -
+negative      1  1   exact     cheap     cheap     all   rule 1    arith.negf     -           -          -
+positive      1  1   exact     cheap     cheap     no    rule 1    -              -           -          -
+absolute      1  1   exact     cheap     cheap     all   rule 1    math.absf      -           -          -
+fabs          1  1   exact     cheap     cheap     no    rule 1    math.absf      -           -          -
+sign          1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
+reciprocal    1  1   exact     expensive cheap     float rule 1    -              -           -          -
+square        1  1   exact     cheap     cheap     all   rule 1    arith.mulf     -           -          -
+sqrt          1  1   exact     expensive cheap     all   rule 1    math.sqrt      -           -          -
+cbrt          1  1   pointwise expensive expensive all   rule 1    math.cbrt      -           -          -
+exp           1  1   pointwise expensive expensive all   rule 1    math.exp       -           -          -
+exp2          1  1   pointwise expensive expensive all   rule 1    math.exp2      -           -          -
+expm1         1  1   pointwise expensive expensive all   rule 1    math.expm1     -           -          -
+log           1  1   pointwise expensive expensive all   rule 1    math.log       -           -          -
+log2          1  1   pointwise expensive expensive all   rule 1    math.log2      -           -          -
+log10         1  1   pointwise expensive expensive all   rule 1    math.log10     -           -          -
+log1p         1  1   pointwise expensive expensive all   rule 1    math.log1p     -           -          -
+logaddexp     2  1   pointwise expensive expensive all   rule 1    -              -           -          -
+sin           1  1   pointwise expensive expensive all   rule 1    math.sin       -           -          -
+cos           1  1   pointwise expensive expensive all   rule 1    math.cos       -           -          -
+tan           1  1   pointwise expensive expensive all   rule 1    math.tan       -           -          -
+arcsin        1  1   pointwise expensive expensive all   rule 1    math.asin      -           -          -
+arccos        1  1   pointwise expensive expensive all   rule 1    math.acos      -           -          -
+arctan        1  1   pointwise expensive expensive all   rule 1    math.atan      -           -          -
+arctan2       2  1   pointwise expensive expensive all   rule 1    math.atan2     -           -          -
+sinh          1  1   pointwise expensive expensive all   rule 1    math.sinh      -           -          -
+cosh          1  1   pointwise expensive expensive all   rule 1    math.cosh      -           -          -
+tanh          1  1   pointwise expensive expensive all   rule 1    math.tanh      -           -          -
+arcsinh       1  1   pointwise expensive expensive all   rule 1    math.asinh     -           -          -
+arccosh       1  1   pointwise expensive expensive all   rule 1    math.acosh     -           -          -
+arctanh       1  1   pointwise expensive expensive all   rule 1    math.atanh     -           -          -
+hypot         2  1   pointwise expensive expensive all   rule 1    -              -           -          -
+maximum       2  1   exact     cheap     cheap     all   rule 1    -              arith.maxsi arith.ori  -
+minimum       2  1   exact     cheap     cheap     all   rule 1    -              arith.minsi arith.andi -
+fmax          2  1   exact     cheap     cheap     all   rule 1    -              -           -          -
+fmin          2  1   exact     cheap     cheap     all   rule 1    -              -           -          -
+floor         1  1   exact     cheap     cheap     all   zero 1    math.floor     -           -          -
+ceil          1  1   exact     cheap     cheap     all   zero 1    math.ceil      -           -          -
+trunc         1  1   exact     cheap     cheap     all   zero 1    math.trunc     -           -          -
+rint          1  1   exact     cheap     cheap     all   zero 1    math.roundeven -           -          -
+copysign      2  1   exact     cheap     cheap     all   rule 1    math.copysign  -           -          -
+greater       2  1   exact     cheap     cheap     no    -    1    -              -           -          gt
+greater_equal 2  1   exact     cheap     cheap     no    -    1    -              -           -          ge
+less          2  1   exact     cheap     cheap     no    -    1    -              -           -          lt
+less_equal    2  1   exact     cheap     cheap     no    -    1    -              -           -          le
+equal         2  1   exact     cheap     cheap     no    -    1    -              -           -          eq
+not_equal     2  1   exact     cheap     cheap     no    -    1    -              -           -          ne
+logical_and   2  1   exact     cheap     cheap     all   -    1    -              -           arith.andi -
+logical_or    2  1   exact     cheap     cheap     all   -    1    -              -           arith.ori  -
+logical_not   1  1   exact     cheap     cheap     all   -    1    -              -           -          -
+logical_xor   2  1   exact     cheap     cheap     all   -    1    -              -           arith.xori -
+isnan         1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
+isinf         1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
+isfinite      1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
+signbit       1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
+bitwise_and   2  1   exact     cheap     cheap     all   -    1    -              arith.andi  arith.andi -
+bitwise_or    2  1   exact     cheap     cheap     all   -    1    -              arith.ori   arith.ori  -
+bitwise_xor   2  1   exact     cheap     cheap     all   -    1    -              arith.xori  arith.xori -
+invert        1  1   exact     cheap     cheap     all   -    1    -              -           -          -
+left_shift    2  1   exact     cheap     cheap     all   -    1    -              -           -          -
+right_shift   2  1   exact     cheap     cheap     all   -    1    -              -           -          -
+logaddexp2    2  1   pointwise expensive expensive no    rule -    -              -           -          -
+conjugate     1  1   exact     cheap     cheap     no    rule -    -              -           -          -
+deg2rad       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
+rad2deg       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
+degrees       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
+radians       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
+heaviside     2  1   exact     cheap     cheap     all   zero -    -              -           -          -
+nextafter     2  1   exact     cheap     cheap     no    zero -    -              -           -          -
 """
 
 # OPS.md's other spellings of a row's ufunc (the same numpy object: np.true_divide
@@ -135,6 +140,7 @@ class Ufunc:
     nout: int
     exactness: str
     cost: str
+    recompute: str
     gen: str
     grad: str | None
     tier: int | None
@@ -157,19 +163,21 @@ class Ufunc:
         return tuple(a for a, n in ALIASES.items() if n == self.name)
 
 
-class UfuncTableError(ImportError):
-    """The table is malformed, or a table of rules disagrees with it."""
+class UfuncTableError(Exception):
+    """The table is malformed, or a table of rules disagrees with it (not an
+    ImportError: an optional import's `except ImportError` must not hide it)."""
 
 
 def _parse(text: str) -> tuple[Ufunc, ...]:
     rows = []
     for line in text.strip().splitlines():
         f = [None if c == "-" else c for c in line.split()]
-        if len(f) != 12:
-            raise UfuncTableError(f"dialects/ufuncs.py: row {line!r} has {len(f)} columns, not 12")
-        u = Ufunc(f[0], int(f[1]), int(f[2]), f[3], f[4], f[5], f[6],
-                  None if f[7] is None else int(f[7]), *f[8:])
-        for col, allowed in (("exactness", EXACTNESS), ("cost", COSTS), ("gen", GEN),
+        if len(f) != 13:
+            raise UfuncTableError(f"dialects/ufuncs.py: row {line!r} has {len(f)} columns, not 13")
+        u = Ufunc(f[0], int(f[1]), int(f[2]), f[3], f[4], f[5], f[6], f[7],
+                  None if f[8] is None else int(f[8]), *f[9:])
+        for col, allowed in (("exactness", EXACTNESS), ("cost", COSTS),
+                             ("recompute", COSTS), ("gen", GEN),
                              ("grad", GRAD), ("tier", (1, None)),
                              ("compare", (*COMPARES, None))):
             if getattr(u, col) not in allowed:
@@ -239,7 +247,8 @@ _unknown = sorted(op for op in UPSTREAM if op not in _OP_CLASSES)
 if _unknown:
     raise UfuncTableError(f"dialects/ufuncs.py: no xDSL op named {', '.join(_unknown)}")
 for _op in UPSTREAM:  # every ufunc computed by one op is in one cost class
-    _costs = {u.cost for u in TABLE for c in OPERAND_CLASSES if getattr(u, c) == _op}
+    _costs = {(u.cost, u.recompute) for u in TABLE for c in OPERAND_CLASSES
+              if getattr(u, c) == _op}
     if len(_costs) != 1:
         raise UfuncTableError(f"dialects/ufuncs.py: ufuncs computed by {_op} disagree on cost")
 
@@ -253,7 +262,29 @@ def of_op(op) -> Ufunc | None:
     return UFUNCS[name] if name is not None else None
 
 
-# ---- checking tables of rules against this one -------------------------------
+def expensive_op(op) -> bool:
+    """A transcendental or a division, by the `cost` of the ufunc the op
+    computes. A math op of no ufunc (`math.fma`, of inlined dot products)
+    counts too, as every math op but the rounding ones did before the table:
+    not counting it changes the kernels of the MLP workloads (process replay)."""
+    u = of_op(op)
+    return u.expensive if u is not None else op.name.startswith("math.")
+
+
+# ---- checking IR and tables of rules against this one ------------------------
+
+def verify_call(op_name: str, fn: str, n_inputs: int) -> None:
+    """The verifier of `array.ufunc` and `loop.ufunc`: `fn` is a row of the
+    table and the op has its `nin` inputs."""
+    from xdsl.utils.exceptions import VerifyException
+
+    u = UFUNCS.get(fn)
+    if u is None:
+        raise VerifyException(f"{op_name}: unknown ufunc {fn!r} (not in dialects/ufuncs.py)")
+    if n_inputs != u.nin:
+        raise VerifyException(f"{op_name}: {fn} takes {u.nin} input(s), got {n_inputs}")
+
+
 
 def require(rules: Iterable[str], where: Callable[[Ufunc], bool], what: str,
             exact: bool = False, table: Iterable[Ufunc] = TABLE) -> None:
@@ -275,3 +306,13 @@ def require(rules: Iterable[str], where: Callable[[Ufunc], bool], what: str,
                "dialects/ufuncs.py does not select it" for n in extra]
         raise UfuncTableError(f"{what}: rules for " + ", ".join(
             f"{n} ({w})" for n, w in zip(extra, why)))
+
+
+def require_upstream(rules: Iterable[str], what: str, table: Iterable[Ufunc] = TABLE) -> None:
+    """Every upstream op the table's rewrites produce has a rule in `rules` (a
+    collection of op names), or UfuncTableError names the ops."""
+    have = set(rules)
+    missing = [op for op in upstream_ops(table) if op not in have]
+    if missing:
+        raise UfuncTableError(f"{what}: no rule for {', '.join(missing)} "
+                              "(decompose rewrites to it: dialects/ufuncs.py)")
