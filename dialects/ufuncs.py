@@ -120,6 +120,7 @@ degrees       1  1   exact     cheap     cheap     all   rule -    -            
 radians       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
 heaviside     2  1   exact     cheap     cheap     all   zero -    -              -           -          -
 nextafter     2  1   exact     cheap     cheap     no    zero -    -              -           -          -
+ldexp         2  1   exact     cheap     cheap     all   rule -    -              -           -          -
 """
 
 # OPS.md's other spellings of a row's ufunc (the same numpy object: np.true_divide

@@ -663,6 +663,8 @@ UFUNC_RULES: dict[str, Callable] = {
     "remainder": _remainder(False),
     "fmod": _remainder(True),
     "copysign": _copysign,
+    # x * 2**n: exact scaling, so the gradient in x is g scaled alike (n is an integer)
+    "ldexp": lambda e, ins, out, g, act: [e.u("ldexp", g, ins[1]) if act[0] else None, None],
 }
 U.require(UFUNC_RULES, lambda u: u.grad == "rule", "passes/autograd.py UFUNC_RULES", exact=True)
 

@@ -325,9 +325,44 @@ def ufunc(cg, fn: str, args, in_types, rt, w: int):
         return b.select(isnan(b, a), a, r)
     if fn == "copysign":
         return float_math(cg, "copysign", [a, y], ty, w)
+    if fn == "ldexp":
+        return ldexp(cg, a, y, ty, w)
     if fn in _LIBM or fn in _VECTOR_INTRINSICS:
         return float_math(cg, fn, list(args), ty, w)
     raise NotImplementedError(f"LLVM emitter: no rule for ufunc {fn}")
+
+
+def ldexp(cg, x, n, ty, w: int):
+    """x * 2**n rounded once, as C's scalbn (musl's steps): an n beyond the
+    exponent range scales x first, by 2**emax up to twice, or by 2**(emin +
+    digits) up to twice, so that a subnormal result is rounded only by the last
+    multiply. The factors are selected, not the products: a step not taken
+    raises no flag. n (int32 or int64) is clamped where every x saturates."""
+    b = cg.b
+    el = ty.element if isinstance(ty, ir.VectorType) else ty
+    f64 = str(el) == "double"
+    emax, digits, lim = (1023, 53, 3000) if f64 else (127, 24, 300)
+    it = vec(ir.IntType(64 if f64 else 32), w)
+    nt = n.type
+    n = b.select(b.icmp_signed(">", n, iconst(nt, lim)), iconst(nt, lim), n)
+    n = b.select(b.icmp_signed("<", n, iconst(nt, -lim)), iconst(nt, -lim), n)
+    nw, iw = (_element_width(nt), _element_width(it))
+    n = b.trunc(n, it) if nw > iw else b.sext(n, it) if nw < iw else n
+    up, down = fconst(ty, 2.0 ** emax), fconst(ty, 2.0 ** (1 - emax + digits))
+    for _ in range(2):
+        big = b.icmp_signed(">", n, iconst(it, emax))
+        small = b.icmp_signed("<", n, iconst(it, 1 - emax))
+        x = b.fmul(x, b.select(big, up, b.select(small, down, fconst(ty, 1.0))))
+        n = b.select(big, b.sub(n, iconst(it, emax)),
+                     b.select(small, b.add(n, iconst(it, emax - 1 - digits)), n))
+    n = b.select(b.icmp_signed(">", n, iconst(it, emax)), iconst(it, emax), n)
+    n = b.select(b.icmp_signed("<", n, iconst(it, 1 - emax)), iconst(it, 1 - emax), n)
+    scale = b.bitcast(b.shl(b.add(n, iconst(it, emax)), iconst(it, digits - 1)), ty)
+    return b.fmul(x, scale)
+
+
+def _element_width(t) -> int:
+    return (t.element if isinstance(t, ir.VectorType) else t).width
 
 
 def divmod_op(cg, fn, a, y, t0, ty, w):
@@ -384,6 +419,7 @@ floor ceil trunc rint maximum minimum fmax fmin add subtract multiply divide neg
 square reciprocal sign isnan isinf isfinite signbit logical_and logical_or logical_xor
 logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift floor_divide
 remainder fmod hypot logaddexp logaddexp2 deg2rad radians rad2deg degrees heaviside copysign
+ldexp
 """.split())
 HANDLED_UFUNCS = UFUNC_BRANCHES | set(_LIBM) | set(_VECTOR_INTRINSICS)
 U.require(HANDLED_UFUNCS, lambda u: u.generated, "lowering/codegen/llvm_ops.py ufunc()")
