@@ -27,19 +27,24 @@ Columns, one row per ufunc (numpy's `ufunc.__name__`):
 - `grad`: "rule" (a VJP rule in `passes/autograd.py`), "zero" (its derivative
   is 0 wherever it has one), or "-" (no float result: nothing to differentiate).
 - `tier`: "1" where OPS.md lists it in Tier 1, "-" for the ones beyond it.
-- `float`, `int`, `bool`: the upstream `arith`/`math` op `decompose` rewrites
-  it to for float, signed-integer and bool operands where that op has numpy's
-  exact meaning ("-": it stays `array.ufunc`). An op of more operands than the
-  ufunc gets its operand repeated (`square`: x * x).
+- `float`, `int`, `bool` (fields `float_op`, `int_op`, `bool_op`): the
+  upstream `arith`/`math` op `decompose` rewrites it to for float,
+  signed-integer and bool operands where that op has numpy's exact meaning
+  ("-": it stays `array.ufunc`). An op of more operands than the ufunc gets
+  its operand repeated (`square`: x * x).
 - `compare`: the `array.compare` predicate a comparison becomes.
 
-This module is data and a few helpers: it imports only the standard library,
-numpy and xDSL (the layering contract of `dialects/`)."""
+This module is data and a few helpers: it imports only the standard library
+and xDSL (the layering contract of `dialects/`: xDSL, numpy and the standard
+library)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from xdsl.dialects import arith, math
+from xdsl.utils.exceptions import VerifyException
 
 # name        in out exactness cost      recompute gen   grad tier float          int         bool       cmp
 _TABLE = """
@@ -190,8 +195,6 @@ def _parse(text: str) -> tuple[Ufunc, ...]:
 
 TABLE: tuple[Ufunc, ...] = _parse(_TABLE)
 UFUNCS: dict[str, Ufunc] = {u.name: u for u in TABLE}
-if len(UFUNCS) != len(TABLE):
-    raise UfuncTableError("dialects/ufuncs.py: a ufunc has two rows")
 
 
 def lookup(name: str) -> Ufunc | None:
@@ -232,10 +235,7 @@ def upstream_ops(table: Iterable[Ufunc] = TABLE) -> dict[str, str]:
 UPSTREAM: dict[str, str] = upstream_ops()
 
 
-def _op_classes() -> dict[str, type]:
-    from xdsl.dialects import arith, math
-
-    return {op.name: op for d in (arith.Arith, math.Math) for op in d.operations}
+_OP_CLASSES = {op.name: op for d in (arith.Arith, math.Math) for op in d.operations}
 
 
 def upstream_class(op_name: str) -> type:
@@ -243,15 +243,27 @@ def upstream_class(op_name: str) -> type:
     return _OP_CLASSES[op_name]
 
 
-_OP_CLASSES = _op_classes()
-_unknown = sorted(op for op in UPSTREAM if op not in _OP_CLASSES)
-if _unknown:
-    raise UfuncTableError(f"dialects/ufuncs.py: no xDSL op named {', '.join(_unknown)}")
-for _op in UPSTREAM:  # every ufunc computed by one op is in one cost class
-    _costs = {(u.cost, u.recompute) for u in TABLE for c in OPERAND_CLASSES
-              if getattr(u, c) == _op}
-    if len(_costs) != 1:
-        raise UfuncTableError(f"dialects/ufuncs.py: ufuncs computed by {_op} disagree on cost")
+def check_table(table: tuple[Ufunc, ...]) -> None:
+    """One row per ufunc; every rewrite names an xDSL op; the ufuncs one
+    upstream op computes agree on their cost (an op has one cost)."""
+    seen = set()
+    for u in table:
+        if u.name in seen:
+            raise UfuncTableError(f"dialects/ufuncs.py: {u.name} has two rows")
+        seen.add(u.name)
+    ops = upstream_ops(table)
+    unknown = [op for op in ops if op not in _OP_CLASSES]
+    if unknown:
+        raise UfuncTableError(f"dialects/ufuncs.py: no xDSL op named {', '.join(unknown)}")
+    for op in ops:
+        costs = {(u.cost, u.recompute) for u in table for c in OPERAND_CLASSES
+                 if getattr(u, c) == op}
+        if len(costs) != 1:
+            raise UfuncTableError(f"dialects/ufuncs.py: the ufuncs {op} computes disagree "
+                                  "on their cost")
+
+
+check_table(TABLE)
 
 
 def of_op(op) -> Ufunc | None:
@@ -277,14 +289,11 @@ def expensive_op(op) -> bool:
 def verify_call(op_name: str, fn: str, n_inputs: int) -> None:
     """The verifier of `array.ufunc` and `loop.ufunc`: `fn` is a row of the
     table and the op has its `nin` inputs."""
-    from xdsl.utils.exceptions import VerifyException
-
     u = UFUNCS.get(fn)
     if u is None:
         raise VerifyException(f"{op_name}: unknown ufunc {fn!r} (not in dialects/ufuncs.py)")
     if n_inputs != u.nin:
         raise VerifyException(f"{op_name}: {fn} takes {u.nin} input(s), got {n_inputs}")
-
 
 
 def require(rules: Iterable[str], where: Callable[[Ufunc], bool], what: str,

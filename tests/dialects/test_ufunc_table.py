@@ -54,6 +54,17 @@ def test_a_malformed_row_is_an_error():
         U._parse(good.replace("exact cheap", "exact pricey"))
 
 
+def test_an_inconsistent_table_is_an_error():
+    U.check_table(U.TABLE)
+    with pytest.raises(U.UfuncTableError, match="add has two rows"):
+        U.check_table(U.TABLE + (U.UFUNCS["add"],))
+    odd = dataclasses.replace(U.UFUNCS["hypot"], name="frobnicate", float_op="arith.addf")
+    with pytest.raises(U.UfuncTableError, match="arith.addf computes disagree"):
+        U.check_table(U.TABLE + (odd,))
+    with pytest.raises(U.UfuncTableError, match="no xDSL op named math.frob"):
+        U.check_table(U.TABLE + (dataclasses.replace(odd, float_op="math.frob"),))
+
+
 # ---- the verifier ----------------------------------------------------------
 
 
