@@ -55,6 +55,8 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from .ufuncs import verify_call
+
 AnyTensor = base(TensorType)
 DYN = DYNAMIC_INDEX
 
@@ -652,9 +654,10 @@ class CompareOp(_ArrayOp):
 
 @irdl_op_definition
 class UfuncOp(_ArrayOp):
-    """A numpy ufunc by name, with numpy's semantics for the operand dtypes.
-    Operands share one shape (broadcasting is explicit) and are already cast to
-    the ufunc loop's input dtypes. Capture emits this for every ufunc call; the
+    """A numpy ufunc by name (a row of the op table, dialects/ufuncs.py, with
+    its `nin` inputs), with numpy's semantics for the operand dtypes. Operands
+    share one shape (broadcasting is explicit) and are already cast to the
+    ufunc loop's input dtypes. Capture emits this for every ufunc call; the
     `decompose` pass rewrites it into upstream `arith`/`math` where those have
     numpy's meaning and keeps it where they do not."""
 
@@ -673,6 +676,7 @@ class UfuncOp(_ArrayOp):
         dst = tensor_of(self.result)
         if not self.inputs:
             raise VerifyException("array.ufunc: needs inputs")
+        verify_call(self.name, self.fn.data, len(self.inputs))
         for v in self.inputs:
             _check_shape(self, tensor_of(v).get_shape(), dst)
 

@@ -44,6 +44,7 @@ from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
 from .array import REDUCE_KINDS, i64_array, ints
+from .ufuncs import verify_call
 
 LOOP_REDUCE_KINDS = REDUCE_KINDS + ("argmax", "argmin")
 AnyMemRef = base(MemRefType)
@@ -211,7 +212,8 @@ class ConstOp(IRDLOperation):
 
 @irdl_op_definition
 class UfuncOp(IRDLOperation):
-    """A numpy ufunc on scalars (same names and meaning as `array.ufunc`)."""
+    """A numpy ufunc on scalars (same names and meaning as `array.ufunc`: a row
+    of the op table, dialects/ufuncs.py)."""
 
     name = "loop.ufunc"
     fn = prop_def(StringAttr)
@@ -222,6 +224,9 @@ class UfuncOp(IRDLOperation):
 
     def __init__(self, fn: str, inputs: Sequence[SSAValue], type: Attribute):
         super().__init__(operands=[list(inputs)], properties={"fn": StringAttr(fn)}, result_types=[type])
+
+    def verify_(self) -> None:
+        verify_call(self.name, self.fn.data, len(self.inputs))
 
 
 @irdl_op_definition

@@ -8,7 +8,8 @@ Functions, ufuncs and ufunc methods are looked up in capture's rule tables
 a name with a rule is captured, one without graph-breaks. Syntax has no table
 (operators, indexing, attributes, keyword forms), so each such row is a probe:
 a one-line program traced by `lowering.explain`, captured when it records no
-graph break. The Tier 1/Tier 2 lists below are OPS.md's, as data."""
+graph break. The Tier 1/Tier 2 lists below are OPS.md's, as data (the Tier 1
+ufuncs are the op table's, dialects/ufuncs.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from dialects import ufuncs as U
 
 # ---- OPS.md, as data ---------------------------------------------------------------
 # An entry is a function/ufunc name (dotted names under `np.`), "ufunc.method"
@@ -46,13 +49,7 @@ TIER1: list[tuple[str, list[str | Probe]]] = [
         ("i |= j", "i |= j\n    return i"), ("i ^= j", "i ^= j\n    return i"),
         ("x * 2.0 (f32 stays f32)", "return x * 2.0"),
     ]),
-    ("Ufuncs (call form)", """add subtract multiply divide true_divide floor_divide remainder
-        mod fmod power float_power negative positive absolute fabs sign reciprocal square sqrt
-        cbrt exp exp2 expm1 log log2 log10 log1p logaddexp sin cos tan arcsin arccos arctan
-        arctan2 sinh cosh tanh arcsinh arccosh arctanh hypot maximum minimum fmax fmin floor
-        ceil trunc rint copysign greater greater_equal less less_equal equal not_equal
-        logical_and logical_or logical_not logical_xor isnan isinf isfinite signbit
-        bitwise_and bitwise_or bitwise_xor invert left_shift right_shift""".split() + [
+    ("Ufuncs (call form)", U.names(lambda u: u.tier == 1, aliases=True) + [
         ("np.add(x, y, out=x)", "np.add(x, y, out=x)\n    return x"),
         ("np.multiply(x, y, dtype=np.float64)", "return np.multiply(x, y, dtype=np.float64)"),
     ]),

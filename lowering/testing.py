@@ -66,6 +66,8 @@ from typing import Any
 
 import numpy as np
 
+from dialects import ufuncs as _U
+
 from . import pytree
 from .api import compile as _compile
 
@@ -392,23 +394,20 @@ def python_scalars(kinds: str = "bif", big_ints: bool = True):
 # ---------------------------------------------------------------------------
 # random programs
 
-# op classes of the Tier 1 ufuncs (see TOLERANCES)
-EXACT_UFUNCS = frozenset("""
-add subtract multiply divide true_divide floor_divide remainder mod fmod negative positive
-absolute fabs sign reciprocal square sqrt maximum minimum fmax fmin floor ceil trunc rint
-copysign greater greater_equal less less_equal equal not_equal logical_and logical_or
-logical_not logical_xor isnan isinf isfinite signbit bitwise_and bitwise_or bitwise_xor
-invert left_shift right_shift
-""".split())
-POINTWISE_UFUNCS = frozenset("""
-power float_power cbrt exp exp2 expm1 log log2 log10 log1p logaddexp sin cos tan arcsin
-arccos arctan arctan2 sinh cosh tanh arcsinh arccosh arctanh hypot
-""".split())
+# op classes of the Tier 1 ufuncs (see TOLERANCES), OPS.md's aliases included:
+# the op table's exactness column (dialects/ufuncs.py)
+EXACT_UFUNCS = frozenset(_U.names(lambda u: u.tier == 1 and u.exactness == "exact",
+                                  aliases=True))
+POINTWISE_UFUNCS = frozenset(_U.names(lambda u: u.tier == 1 and u.exactness == "pointwise",
+                                      aliases=True))
 TIER1_UFUNCS = EXACT_UFUNCS | POINTWISE_UFUNCS
 
 
 def ufunc_class(name: str) -> str:
-    return "exact" if name in EXACT_UFUNCS else "pointwise"
+    """The op class of a ufunc by numpy name or alias ("pointwise" for one
+    the table does not know)."""
+    u = _U.lookup(name)
+    return u.exactness if u is not None else "pointwise"
 
 
 _UNARY = sorted(n for n in TIER1_UFUNCS if getattr(np, n).nin == 1)

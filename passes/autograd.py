@@ -48,6 +48,7 @@ from xdsl.passes import ModulePass
 from dialects import array as A
 from dialects.dtypes import from_ir
 from dialects.prims import Prims
+from dialects import ufuncs as U
 
 BWD = "bwd"  # attribute marking ops of the backward computation
 REMAT = "remat"  # attribute marking ops inside lowering.checkpoint regions
@@ -507,10 +508,8 @@ NO_GRADIENT = (A.ConstantOp, A.IotaOp, A.CompareOp, A.ArgReduceOp)
 # ufuncs by numpy name: rule(e, inputs, out, g, active) -> per-input gradient
 # ---------------------------------------------------------------------------
 
-ZERO_DERIVATIVE = frozenset([
-    "sign", "floor", "ceil", "trunc", "rint", "fix", "floor_divide", "heaviside",
-    "isnan", "isinf", "isfinite", "signbit", "spacing", "nextafter",
-])
+# the op table's grad column (dialects/ufuncs.py): "zero" here, "rule" in UFUNC_RULES
+ZERO_DERIVATIVE = frozenset(U.names(lambda u: u.grad == "zero"))
 
 LN2, LN10 = math.log(2.0), math.log(10.0)
 
@@ -619,7 +618,6 @@ UFUNC_RULES: dict[str, Callable] = {
     "multiply": lambda e, ins, out, g, act: [e.mul(g, ins[1]) if act[0] else None,
                                              e.mul(g, ins[0]) if act[1] else None],
     "divide": _divide,
-    "true_divide": _divide,
     "negative": _unary(lambda e, x, out, g: e.neg(g)),
     "positive": _unary(lambda e, x, out, g: g),
     "conjugate": _unary(lambda e, x, out, g: g),
@@ -663,10 +661,12 @@ UFUNC_RULES: dict[str, Callable] = {
     "logaddexp": _logaddexp(False),
     "logaddexp2": _logaddexp(True),
     "remainder": _remainder(False),
-    "mod": _remainder(False),
     "fmod": _remainder(True),
     "copysign": _copysign,
+    # x * 2**n: exact scaling, so the gradient in x is g scaled alike (n is an integer)
+    "ldexp": lambda e, ins, out, g, act: [e.u("ldexp", g, ins[1]) if act[0] else None, None],
 }
+U.require(UFUNC_RULES, lambda u: u.grad == "rule", "passes/autograd.py UFUNC_RULES", exact=True)
 
 
 def const_value(v: SSAValue) -> float | None:

@@ -3,7 +3,8 @@
 type; what remains (`maximum` with its -0.0/NaN rule, integer division by zero,
 `hypot`, `logaddexp`, unsigned integers, ...) stays `array.ufunc`.
 
-The table below is the whole pass: (numpy name, operand class) -> builder."""
+The whole pass is a table, the op table's (dialects/ufuncs.py) float, int
+and bool columns: (numpy name, operand class) -> builder."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects import arith, math
 from xdsl.dialects.builtin import AnyFloat, IntegerType, ModuleOp, Signedness, TensorType
 from xdsl.ir import Operation, SSAValue
 from xdsl.passes import ModulePass
@@ -23,74 +23,35 @@ from xdsl.pattern_rewriter import (
 )
 
 from dialects import array as A
+from dialects import ufuncs as U
 
 Builder = Callable[[list[SSAValue]], Operation]
 
-_FLOAT: dict[str, Builder] = {
-    "add": lambda v: arith.AddfOp(*v),
-    "subtract": lambda v: arith.SubfOp(*v),
-    "multiply": lambda v: arith.MulfOp(*v),
-    "divide": lambda v: arith.DivfOp(*v),
-    "negative": lambda v: arith.NegfOp(*v),
-    "absolute": lambda v: math.AbsFOp(*v),
-    "fabs": lambda v: math.AbsFOp(*v),
-    "sqrt": lambda v: math.SqrtOp(*v),
-    "cbrt": lambda v: math.CbrtOp(*v),
-    "exp": lambda v: math.ExpOp(*v),
-    "exp2": lambda v: math.Exp2Op(*v),
-    "expm1": lambda v: math.ExpM1Op(*v),
-    "log": lambda v: math.LogOp(*v),
-    "log2": lambda v: math.Log2Op(*v),
-    "log10": lambda v: math.Log10Op(*v),
-    "log1p": lambda v: math.Log1pOp(*v),
-    "sin": lambda v: math.SinOp(*v),
-    "cos": lambda v: math.CosOp(*v),
-    "tan": lambda v: math.TanOp(*v),
-    "arcsin": lambda v: math.AsinOp(*v),
-    "arccos": lambda v: math.AcosOp(*v),
-    "arctan": lambda v: math.AtanOp(*v),
-    "sinh": lambda v: math.SinhOp(*v),
-    "cosh": lambda v: math.CoshOp(*v),
-    "tanh": lambda v: math.TanhOp(*v),
-    "arcsinh": lambda v: math.AsinhOp(*v),
-    "arccosh": lambda v: math.AcoshOp(*v),
-    "arctanh": lambda v: math.AtanhOp(*v),
-    "floor": lambda v: math.FloorOp(*v),
-    "ceil": lambda v: math.CeilOp(*v),
-    "trunc": lambda v: math.TruncOp(*v),
-    "rint": lambda v: math.RoundEvenOp(*v),
-    "copysign": lambda v: math.CopySignOp(*v),
-    "power": lambda v: math.PowFOp(*v),  # capture already took numpy's x ** 0.5 -> sqrt
-    "square": lambda v: arith.MulfOp(v[0], v[0]),
-    "arctan2": lambda v: math.Atan2Op(*v),
-}
 
+def _builder(op_name: str, nin: int) -> Builder:
+    """Build the upstream op on the ufunc's operands; an op of more operands
+    than the ufunc gets its operand repeated (`square`: x * x)."""
+    cls = U.upstream_class(op_name)
+    arity = len(cls.get_irdl_definition().operands)
+    if arity == nin:
+        return lambda v: cls(*v)
+    if nin == 1:
+        return lambda v: cls(*(v * arity))
+    raise U.UfuncTableError(f"decompose: {op_name} takes {arity} operands, the ufunc {nin}")
+
+
+def _rewrites(column: str) -> dict[str, Builder]:
+    return {u.name: _builder(getattr(u, column), u.nin) for u in U.TABLE
+            if getattr(u, column) is not None}
+
+
+# the table's float, int and bool columns (dialects/ufuncs.py)
+_FLOAT: dict[str, Builder] = _rewrites("float_op")
 # signed integers: two's-complement wrap-around is numpy's meaning
-_INT: dict[str, Builder] = {
-    "add": lambda v: arith.AddiOp(*v),
-    "subtract": lambda v: arith.SubiOp(*v),
-    "multiply": lambda v: arith.MuliOp(*v),
-    "bitwise_and": lambda v: arith.AndIOp(*v),
-    "bitwise_or": lambda v: arith.OrIOp(*v),
-    "bitwise_xor": lambda v: arith.XOrIOp(*v),
-    "maximum": lambda v: arith.MaxSIOp(*v),
-    "minimum": lambda v: arith.MinSIOp(*v),
-}
+_INT: dict[str, Builder] = _rewrites("int_op")
 # bool (i1): numpy's add and multiply on bools are logical or / and
-_BOOL: dict[str, Builder] = {
-    "add": lambda v: arith.OrIOp(*v),
-    "multiply": lambda v: arith.AndIOp(*v),
-    "logical_and": lambda v: arith.AndIOp(*v),
-    "logical_or": lambda v: arith.OrIOp(*v),
-    "logical_xor": lambda v: arith.XOrIOp(*v),
-    "bitwise_and": lambda v: arith.AndIOp(*v),
-    "bitwise_or": lambda v: arith.OrIOp(*v),
-    "bitwise_xor": lambda v: arith.XOrIOp(*v),
-    "maximum": lambda v: arith.OrIOp(*v),
-    "minimum": lambda v: arith.AndIOp(*v),
-}
-_COMPARE = {"equal": "eq", "not_equal": "ne", "less": "lt", "less_equal": "le",
-            "greater": "gt", "greater_equal": "ge"}
+_BOOL: dict[str, Builder] = _rewrites("bool_op")
+_COMPARE = {u.name: u.compare for u in U.TABLE if u.compare is not None}
 
 
 def builder_for(op: A.UfuncOp) -> Builder | None:

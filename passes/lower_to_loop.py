@@ -65,22 +65,17 @@ import numpy as np
 from dialects import array as A
 from dialects.dtypes import from_ir
 from dialects import loop as L
+from dialects import ufuncs as U
 
-# ufuncs (by numpy name) that every loop-level code generator implements;
-# others run through an extern
-GENERATED_UFUNCS = frozenset("""
-maximum minimum fmax fmin sign square reciprocal isnan isinf isfinite signbit logical_not
-logical_and logical_or logical_xor negative absolute sqrt exp log tanh floor_divide
-remainder power fmod hypot logaddexp cbrt exp2 expm1 log2 log10 log1p sin cos tan
-arcsin arccos arctan arctan2 sinh cosh arcsinh arccosh arctanh floor ceil trunc rint
-copysign invert bitwise_and bitwise_or bitwise_xor left_shift right_shift divide add
-subtract multiply deg2rad rad2deg degrees radians heaviside
-""".split())
+# ufuncs (by numpy name) that the loop level generates for some loops (the
+# table's `gen` column; "float": not for integer loops); others run through an
+# extern
+GENERATED_UFUNCS = frozenset(U.names(lambda u: u.generated))
 
-# relative cost of computing a value again instead of storing it
-_EXPENSIVE = {"exp", "log", "tanh", "power", "sin", "cos", "tan", "expm1", "log1p", "exp2",
-              "log2", "log10", "arctan", "arcsin", "arccos", "arctan2", "sinh", "cosh",
-              "hypot", "logaddexp", "cbrt", "arcsinh", "arccosh", "arctanh"}
+# relative cost of computing a value again instead of storing it: 8 for an op
+# whose ufunc (`array.ufunc` by name, an upstream op by decompose's rewrites)
+# the table's `recompute` column calls expensive, 1 for other ops, 0 for views
+RECOMPUTE_EXPENSIVE = 8
 RECOMPUTE_LIMIT = 12
 
 _ELEMENTWISE_DIALECTS = ("arith.", "math.")
@@ -119,10 +114,12 @@ def generated(op: Operation) -> bool:
         # a JIT process may not have: numpy runs float16 ops (an extern)
         return False
     if isinstance(op, A.UfuncOp):
-        fn = op.fn.data
-        if fn in ("power", "reciprocal") and isinstance(op.inputs[0].type.element_type, IntegerType):
+        u = U.UFUNCS.get(op.fn.data)
+        if u is None:
+            return False
+        if u.gen == "float" and isinstance(op.inputs[0].type.element_type, IntegerType):
             return False  # numpy raises for negative integer powers; 1/0 rules
-        return fn in GENERATED_UFUNCS
+        return u.generated
     if isinstance(op, A.ConstantOp):
         return not op.value.data.startswith("bytes:")
     if isinstance(op, A.ReduceOp) and column_reduction(op):
@@ -399,9 +396,9 @@ class Lowering:
             return 1  # computed once per row in the consumer's kernel
         if isinstance(op, A.DotOp):
             return 2 * op.lhs.type.get_shape()[-1]
-        own = 8 if (isinstance(op, A.UfuncOp) and op.fn.data in _EXPENSIVE) or (
-            op.name.startswith("math.") and op.name[5:] in ("exp", "log", "tanh", "powf", "sin", "cos")) else (
-            0 if is_view(op) else 1)
+        u = U.of_op(op)
+        own = (RECOMPUTE_EXPENSIVE if u is not None and u.recompute == "expensive"
+               else 0 if is_view(op) else 1)
         return own + sum(self.cost(o, depth + 1) for o in op.operands)
 
     # ---- driver --------------------------------------------------------------

@@ -53,12 +53,11 @@ from xdsl.transforms.common_subexpression_elimination import cse
 from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
+from dialects import ufuncs as U
 
 L2_BYTES = 512 * 1024
 LONG_CHAIN = 1  # transcendentals and divisions per point that make a chain "long"
 VERY_LONG_CHAIN = 4  # ... and four registers per value (AVX-512: 32 registers)
-_CHEAP_MATH = ("math.absf", "math.copysign", "math.floor", "math.ceil", "math.trunc",
-               "math.roundeven")
 STREAM_BYTES = 32 << 20  # about a server L3: outputs this big evict it anyway
 
 
@@ -146,10 +145,9 @@ class Schedule(ModulePass):
 
 
 def _chain_ops(k: L.KernelOp) -> int:
-    """Transcendental functions and divisions in the kernel's body."""
-    return sum(1 for o in k.body.walk()
-               if (o.name.startswith("math.") and o.name not in _CHEAP_MATH)
-               or o.name == "arith.divf")
+    """Transcendental functions and divisions in the kernel's body: ops whose
+    ufunc the table (dialects/ufuncs.py) calls expensive."""
+    return sum(1 for o in k.body.walk() if U.expensive_op(o))
 
 
 # ---- merging point-wise kernels ---------------------------------------------

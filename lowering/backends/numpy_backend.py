@@ -7,11 +7,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from xdsl.dialects import arith, func, math
+from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
 
 from dialects import array as A
+from dialects import ufuncs as U
 from runtime.program import Program
 
 from dialects.dtypes import from_ir
@@ -198,23 +199,10 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.RoutineOp: _routine,
 }
 
-# upstream ops produced by `decompose`: numpy functions with their meaning
-for _op, _f in {
-    arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
-    arith.DivfOp: np.true_divide, arith.NegfOp: np.negative,
-    arith.AddiOp: np.add, arith.SubiOp: np.subtract, arith.MuliOp: np.multiply,
-    arith.AndIOp: np.bitwise_and, arith.OrIOp: np.bitwise_or, arith.XOrIOp: np.bitwise_xor,
-    arith.MaxSIOp: np.maximum, arith.MinSIOp: np.minimum,
-    math.AbsFOp: np.absolute, math.SqrtOp: np.sqrt, math.CbrtOp: np.cbrt, math.ExpOp: np.exp,
-    math.Exp2Op: np.exp2, math.ExpM1Op: np.expm1, math.LogOp: np.log, math.Log2Op: np.log2,
-    math.Log10Op: np.log10, math.Log1pOp: np.log1p, math.SinOp: np.sin, math.CosOp: np.cos,
-    math.TanOp: np.tan, math.AsinOp: np.arcsin, math.AcosOp: np.arccos, math.AtanOp: np.arctan,
-    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.TanhOp: np.tanh, math.AsinhOp: np.arcsinh,
-    math.AcoshOp: np.arccosh, math.AtanhOp: np.arctanh, math.FloorOp: np.floor,
-    math.CeilOp: np.ceil, math.TruncOp: np.trunc, math.RoundEvenOp: np.rint,
-    math.CopySignOp: np.copysign, math.PowFOp: np.power, math.Atan2Op: np.arctan2,
-}.items():
-    RULES[_op] = _elementwise(_f)
+# upstream ops produced by `decompose`: numpy functions with their meaning (the
+# op table's rewrites, dialects/ufuncs.py: arith.divf is np.divide, arith.ori np.bitwise_or)
+for _name, _uf in U.UPSTREAM.items():
+    RULES[U.upstream_class(_name)] = _elementwise(getattr(np, _uf))
 
 
 def _field(j: int, name: str) -> Callable:

@@ -59,6 +59,7 @@ from xdsl.ir.affine.affine_expr import (
 from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
+from dialects import ufuncs as U
 from runtime.errors import MXCSR_IE, MXCSR_OE, MXCSR_UE, MXCSR_ZE
 
 try:  # vectorized transcendentals (polynomials); else per-lane libm calls
@@ -1100,7 +1101,6 @@ def linear_coef(e: AffineExpr, d: int) -> int | None:
 # ---- row cache: a reduce's per-element value reused by a later map ----------
 MULTI_REDUCE_ACCUMULATORS = 16  # vector registers for the accumulators of one pass
 ROW_CACHE_BYTES = 64 * 1024  # a stack array per kernel call: stays in L1/L2
-_COSTLY = ("math.", "arith.divf", "loop.ufunc")
 _PURE = ("arith.", "math.", "loop.const", "loop.cast", "loop.ufunc", "loop.load", "affine.apply")
 
 
@@ -1119,7 +1119,7 @@ def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
         y = red.body.block.last_op.values[0]
         expr = _expr_ops(y, red.body.block)
         if (len(ranges) != 1 or not is_float(y.type) or expr is None
-                or not any(o.name.startswith(_COSTLY) for o in expr)):
+                or not any(U.expensive_op(o) for o in expr)):
             continue
         if ranges[0] * item_bytes(mem_type(y.type)) > ROW_CACHE_BYTES:
             continue

@@ -65,14 +65,17 @@ from fractions import Fraction
 
 from llvmlite import ir
 
+from dialects.ufuncs import UFUNCS, UfuncTableError
+
 __all__ = ["SUPPORTED", "ULP_BOUND", "math_function"]
 
-# name -> number of arguments
-SUPPORTED: dict[str, int] = {
-    "exp": 1, "exp2": 1, "expm1": 1, "log": 1, "log2": 1, "log10": 1, "log1p": 1,
-    "tanh": 1, "sinh": 1, "cosh": 1, "sin": 1, "cos": 1, "tan": 1,
-    "arctan": 1, "arcsin": 1, "arccos": 1, "arctan2": 2, "power": 2, "cbrt": 1,
-}  # fmt: skip
+# the functions implemented here, by numpy name -> number of arguments (the
+# op table's nin: dialects/ufuncs.py)
+SUPPORTED: dict[str, int] = {n: UFUNCS[n].nin for n in """
+exp exp2 expm1 log log2 log10 log1p tanh sinh cosh sin cos tan arctan arcsin arccos arctan2
+power cbrt""".split()}
+if any(UFUNCS[n].exactness != "pointwise" for n in SUPPORTED):
+    raise UfuncTableError("llvm_math: a vector function of an exact ufunc (dialects/ufuncs.py)")
 
 # Max ULP distance from numpy's result, asserted by the tests. Measured over
 # 8M-sample sweeps on AVX2 (numpy's own SIMD loops + glibc) and AVX-512 (numpy

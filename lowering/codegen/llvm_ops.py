@@ -5,8 +5,11 @@ meaning for scalars or vectors of `w` lanes."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import llvmlite.ir as ir
+
+from dialects import ufuncs as U
 
 from .llvm import (
     FM,
@@ -25,22 +28,17 @@ from .llvm import (
 )
 
 # llvm intrinsics that stay vector instructions
-_VECTOR_INTRINSICS = {"sqrt": "sqrt", "fabs": "fabs", "floor": "floor", "ceil": "ceil",
-                      "trunc": "trunc", "rint": "roundeven", "copysign": "copysign"}
+_VECTOR_INTRINSICS = {"sqrt": "sqrt", "fabs": "fabs", "absolute": "fabs", "floor": "floor",
+                      "ceil": "ceil", "trunc": "trunc", "rint": "roundeven",
+                      "copysign": "copysign"}
 # numpy name -> C libm name, for the per-lane fallback
 _LIBM = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
          "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
          "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
          "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh",
          "cbrt": "cbrt", "power": "pow", "arctan2": "atan2", "hypot": "hypot", "fmod": "fmod"}
-_MATH_OPS = {"math.exp": "exp", "math.exp2": "exp2", "math.expm1": "expm1", "math.log": "log",
-             "math.log2": "log2", "math.log10": "log10", "math.log1p": "log1p", "math.sin": "sin",
-             "math.cos": "cos", "math.tan": "tan", "math.asin": "arcsin", "math.acos": "arccos",
-             "math.atan": "arctan", "math.sinh": "sinh", "math.cosh": "cosh", "math.tanh": "tanh",
-             "math.asinh": "arcsinh", "math.acosh": "arccosh", "math.atanh": "arctanh",
-             "math.cbrt": "cbrt", "math.powf": "power", "math.atan2": "arctan2",
-             "math.sqrt": "sqrt", "math.absf": "fabs", "math.floor": "floor", "math.ceil": "ceil",
-             "math.trunc": "trunc", "math.roundeven": "rint", "math.copysign": "copysign"}
+# upstream math op -> numpy name: the op table's rewrites (dialects/ufuncs.py)
+_MATH_OPS = {op: name for op, name in U.UPSTREAM.items() if op.startswith("math.")}
 
 
 def float_math(cg, name: str, args, ty: ir.Type, w: int):
@@ -128,22 +126,28 @@ def scalar_op(cg, op, args, w: int):
         if p in ("eq", "ne"):
             return b.icmp_signed(sym[p], *args)
         return (b.icmp_signed if p[0] == "s" else b.icmp_unsigned)(sym[p[1:]], *args)
-    simple = {
-        "arith.addf": lambda: b.fadd(*args, flags=FM), "arith.subf": lambda: b.fsub(*args, flags=FM),
-        "arith.mulf": lambda: b.fmul(*args, flags=FM), "arith.divf": lambda: b.fdiv(*args, flags=FM),
-        "arith.negf": lambda: b.fneg(args[0]),
-        "math.fma": lambda: b.call(cg.em.intrinsic("fma", args[0].type, 3), args),
-        "arith.addi": lambda: b.add(*args), "arith.subi": lambda: b.sub(*args),
-        "arith.muli": lambda: b.mul(*args), "arith.andi": lambda: b.and_(*args),
-        "arith.ori": lambda: b.or_(*args), "arith.xori": lambda: b.xor(*args),
-        "arith.maxsi": lambda: b.select(b.icmp_signed(">=", *args), *args),
-        "arith.minsi": lambda: b.select(b.icmp_signed("<=", *args), *args),
-    }
-    if name in simple:
-        return simple[name]()
+    rule = _SIMPLE.get(name)
+    if rule is not None:
+        return rule(cg, args)
     if name in _MATH_OPS:
         return float_math(cg, _MATH_OPS[name], args, args[0].type, w)
     raise NotImplementedError(f"LLVM emitter: no rule for {name}")
+
+
+# upstream arith ops (and math.fma) that are one LLVM instruction
+_SIMPLE: dict[str, Callable] = {
+    "arith.addf": lambda cg, a: cg.b.fadd(*a, flags=FM),
+    "arith.subf": lambda cg, a: cg.b.fsub(*a, flags=FM),
+    "arith.mulf": lambda cg, a: cg.b.fmul(*a, flags=FM),
+    "arith.divf": lambda cg, a: cg.b.fdiv(*a, flags=FM),
+    "arith.negf": lambda cg, a: cg.b.fneg(a[0]),
+    "math.fma": lambda cg, a: cg.b.call(cg.em.intrinsic("fma", a[0].type, 3), a),
+    "arith.addi": lambda cg, a: cg.b.add(*a), "arith.subi": lambda cg, a: cg.b.sub(*a),
+    "arith.muli": lambda cg, a: cg.b.mul(*a), "arith.andi": lambda cg, a: cg.b.and_(*a),
+    "arith.ori": lambda cg, a: cg.b.or_(*a), "arith.xori": lambda cg, a: cg.b.xor(*a),
+    "arith.maxsi": lambda cg, a: cg.b.select(cg.b.icmp_signed(">=", *a), *a),
+    "arith.minsi": lambda cg, a: cg.b.select(cg.b.icmp_signed("<=", *a), *a),
+}
 
 
 def cast(cg, x, src, dst, w: int):
@@ -321,9 +325,44 @@ def ufunc(cg, fn: str, args, in_types, rt, w: int):
         return b.select(isnan(b, a), a, r)
     if fn == "copysign":
         return float_math(cg, "copysign", [a, y], ty, w)
+    if fn == "ldexp":
+        return ldexp(cg, a, y, ty, w)
     if fn in _LIBM or fn in _VECTOR_INTRINSICS:
         return float_math(cg, fn, list(args), ty, w)
     raise NotImplementedError(f"LLVM emitter: no rule for ufunc {fn}")
+
+
+def ldexp(cg, x, n, ty, w: int):
+    """x * 2**n rounded once, as C's scalbn (musl's steps): an n beyond the
+    exponent range scales x first, by 2**emax up to twice, or by 2**(emin +
+    digits) up to twice, so that a subnormal result is rounded only by the last
+    multiply. The factors are selected, not the products: a step not taken
+    raises no flag. n (int32 or int64) is clamped where every x saturates."""
+    b = cg.b
+    el = ty.element if isinstance(ty, ir.VectorType) else ty
+    f64 = str(el) == "double"
+    emax, digits, lim = (1023, 53, 3000) if f64 else (127, 24, 300)
+    it = vec(ir.IntType(64 if f64 else 32), w)
+    nt = n.type
+    n = b.select(b.icmp_signed(">", n, iconst(nt, lim)), iconst(nt, lim), n)
+    n = b.select(b.icmp_signed("<", n, iconst(nt, -lim)), iconst(nt, -lim), n)
+    nw, iw = (_element_width(nt), _element_width(it))
+    n = b.trunc(n, it) if nw > iw else b.sext(n, it) if nw < iw else n
+    up, down = fconst(ty, 2.0 ** emax), fconst(ty, 2.0 ** (1 - emax + digits))
+    for _ in range(2):
+        big = b.icmp_signed(">", n, iconst(it, emax))
+        small = b.icmp_signed("<", n, iconst(it, 1 - emax))
+        x = b.fmul(x, b.select(big, up, b.select(small, down, fconst(ty, 1.0))))
+        n = b.select(big, b.sub(n, iconst(it, emax)),
+                     b.select(small, b.add(n, iconst(it, emax - 1 - digits)), n))
+    n = b.select(b.icmp_signed(">", n, iconst(it, emax)), iconst(it, emax), n)
+    n = b.select(b.icmp_signed("<", n, iconst(it, 1 - emax)), iconst(it, 1 - emax), n)
+    scale = b.bitcast(b.shl(b.add(n, iconst(it, emax)), iconst(it, digits - 1)), ty)
+    return b.fmul(x, scale)
+
+
+def _element_width(t) -> int:
+    return (t.element if isinstance(t, ir.VectorType) else t).width
 
 
 def divmod_op(cg, fn, a, y, t0, ty, w):
@@ -370,3 +409,20 @@ def divmod_op(cg, fn, a, y, t0, ty, w):
     adj = b.and_(b.icmp_signed("!=", r, zero), b.xor(b.icmp_signed("<", r, zero), b.icmp_signed("<", y, zero)))
     r = b.select(adj, b.add(r, y), r)
     return b.select(b.or_(ydz, m1), zero, r)
+
+
+# ---- completeness against the op table (dialects/ufuncs.py) ----------------
+# the loop.ufunc names `ufunc` above handles: its own branches, then the
+# float functions of `float_math` (a test reads the branches and compares)
+UFUNC_BRANCHES = frozenset("""
+floor ceil trunc rint maximum minimum fmax fmin add subtract multiply divide negative absolute
+square reciprocal sign isnan isinf isfinite signbit logical_and logical_or logical_xor
+logical_not bitwise_and bitwise_or bitwise_xor invert left_shift right_shift floor_divide
+remainder fmod hypot logaddexp logaddexp2 deg2rad radians rad2deg degrees heaviside copysign
+ldexp
+""".split())
+HANDLED_UFUNCS = UFUNC_BRANCHES | set(_LIBM) | set(_VECTOR_INTRINSICS)
+U.require(HANDLED_UFUNCS, lambda u: u.generated, "lowering/codegen/llvm_ops.py ufunc()")
+U.require_upstream(set(_SIMPLE) | {op for op, n in _MATH_OPS.items()
+                                   if n in _LIBM or n in _VECTOR_INTRINSICS},
+                   "lowering/codegen/llvm_ops.py scalar_op()")

@@ -28,6 +28,7 @@ power hypot logaddexp arctan2 copysign logical_and logical_or logical_xor heavis
 UNARY_INT = "negative absolute sign square isnan isinf isfinite signbit logical_not invert".split()
 BINARY_INT = """add subtract multiply maximum minimum floor_divide remainder fmod bitwise_and
 bitwise_or bitwise_xor left_shift right_shift logical_and logical_or logical_xor""".split()
+FLOAT_INT = ["ldexp"]  # a float and an integer operand
 
 # transcendental results may differ from numpy's libm by a few ULPs
 TRANSCENDENTAL = set("""exp log tanh cbrt exp2 expm1 log2 log10 log1p sin cos tan arcsin arccos
@@ -40,7 +41,8 @@ def _ulp_rtol(dtype, name):
 
 
 def test_tables_cover_generated_ufuncs():
-    covered = set(UNARY_FLOAT) | set(BINARY_FLOAT) | set(UNARY_INT) | set(BINARY_INT)
+    covered = (set(UNARY_FLOAT) | set(BINARY_FLOAT) | set(UNARY_INT) | set(BINARY_INT)
+               | set(FLOAT_INT))
     assert GENERATED_UFUNCS <= covered | {"logaddexp2"}, GENERATED_UFUNCS - covered
 
 
@@ -89,6 +91,46 @@ def test_binary_int(name, dtype):
         a = np.array(EDGE_I).astype(dtype)
     x, y = np.meshgrid(a, a)
     _check(getattr(np, name), x.ravel(), y.ravel())
+
+
+# exponents at the float32/float64 range edges, the subnormal steps, and past them
+EDGE_EXP = [0, 1, -1, 2, 23, 24, -24, 52, 53, -52, -53, 126, 127, 128, -125, -126, -127, -149,
+            -150, -151, 254, 277, 1022, 1023, 1024, -1021, -1022, -1023, -1074, -1075, -1076,
+            2046, 2098, -2150, 3000, -3000, 2**31 - 1, -(2**31)]
+
+
+@pytest.mark.parametrize("itype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_ldexp(dtype, itype):
+    """x * 2**n, bit for bit (numpy's ldexp is C's: rounded once), edge values
+    by edge exponents; int64 exponents beyond int32."""
+    exps = EDGE_EXP + ([2**40, -(2**40), 2**63 - 1, -(2**63)] if itype is np.int64 else [])
+    x, n = np.meshgrid(np.array(EDGE_F, dtype), np.array(exps, itype))
+    _check(np.ldexp, x.ravel(), n.ravel())
+    _check(lambda v: np.ldexp(v, -3), x.ravel())  # a Python int: numpy's int32 loop
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_ldexp_random_bits(seed):
+    """Any bit pattern (subnormals, NaN payloads) by exponents that reach every
+    rounding case of the subnormal range."""
+    rng = np.random.default_rng(seed)
+    for dtype, bits, lim in ((np.float32, np.uint32, 320), (np.float64, np.uint64, 2300)):
+        x = rng.integers(0, np.iinfo(bits).max, 301, dtype=bits).view(dtype)
+        n = rng.integers(-lim, lim, x.size).astype(rng.choice([np.int32, np.int64]))
+        _check(np.ldexp, x, n)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "cpu"])
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_ldexp_gradient(dtype, backend):
+    """d/dx ldexp(x, n) = 2**n (no gradient reaches the integer n)."""
+    x = np.linspace(-2, 3, 37).astype(dtype)
+    n = (np.arange(37) % 7 - 3).astype(np.int32)
+    g = lowering.compile(lowering.grad(lambda x, n: np.sum(np.ldexp(x, n) * x)),
+                         backend=backend)(x, n)
+    assert_same_value(g, np.ldexp(x, n) + np.ldexp(np.ones_like(x), n) * x)
 
 
 def test_bool_ops():

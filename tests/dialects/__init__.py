@@ -1,0 +1,1 @@
+"""Tests of the dialects package (a package: see tests/__init__.py)."""

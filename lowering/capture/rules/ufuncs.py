@@ -10,21 +10,16 @@ import warnings
 
 import numpy as np
 
+from dialects import ufuncs as U
+
 from ..registry import ufunc_method
 from ..traced import TracedArray
 from ..tracer import Unsupported
 from .common import check_out, store_out
 
-# ufuncs with one output whose numpy meaning the IR covers (by `ufunc.__name__`)
-SUPPORTED_UFUNCS = frozenset("""
-add subtract multiply divide floor_divide remainder fmod power float_power negative
-positive absolute fabs sign reciprocal square sqrt cbrt exp exp2 expm1 log log2 log10
-log1p logaddexp logaddexp2 sin cos tan arcsin arccos arctan arctan2 sinh cosh tanh arcsinh
-arccosh arctanh hypot maximum minimum fmax fmin floor ceil trunc rint copysign greater
-greater_equal less less_equal equal not_equal logical_and logical_or logical_not
-logical_xor isnan isinf isfinite signbit bitwise_and bitwise_or bitwise_xor invert
-left_shift right_shift conjugate deg2rad rad2deg degrees radians heaviside nextafter
-""".split())
+# ufuncs with one output whose numpy meaning the IR covers (by `ufunc.__name__`):
+# the rows of the op table (dialects/ufuncs.py)
+SUPPORTED_UFUNCS = frozenset(U.UFUNCS)
 
 
 def _operand_kind(x):
