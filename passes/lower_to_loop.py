@@ -320,10 +320,25 @@ class Lowering:
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
-        # a narrow matmul reads B's columns as rows: B.T made once, first
-        # (before any kernel, so that the one writing A can join the product's)
         self.columns: dict[A.DotOp, SSAValue] = {}
         self.inserted: list[Operation] = []
+        self._columns_of_narrow_products()
+        self.uses = Counter()
+        for op in self.block.ops:
+            for v in op.operands:
+                self.uses[v] += 1
+        ret = self.block.last_op
+        assert isinstance(ret, func.ReturnOp)
+        self.realized.update(ret.arguments)
+        for op in self.block.ops:
+            if not isinstance(op, func.ReturnOp):
+                self.realized.update(self._realized_by(op))
+        self.overwritten = overwritten(self.block, self.uses)
+        self._realize_costly_reuses()
+
+    def _columns_of_narrow_products(self) -> None:
+        """A narrow matmul reads B's columns as rows: B.T made once, first
+        (before any kernel, so that the one writing A can join the product's)."""
         for op in list(self.block.ops):
             if isinstance(op, A.DotOp) and narrow_dot(op) and not _contiguous_rows_of_rhs(op.rhs):
                 same = next((u.operation for u in op.rhs.uses if isinstance(u.operation, A.TransposeOp)
@@ -341,46 +356,37 @@ class Lowering:
                 else:
                     self.block.insert_op_before(t, self.block.first_op)
                 self.columns[op] = t.result
-        self.uses = Counter()
-        for op in self.block.ops:
-            for v in op.operands:
-                self.uses[v] += 1
-        ret = self.block.last_op
-        assert isinstance(ret, func.ReturnOp)
-        for v in ret.arguments:
-            self.realized.add(v)
-        for op in self.block.ops:
-            if isinstance(op, func.ReturnOp):
-                continue
-            if (isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op)) or (
-                    isinstance(op, (A.ScatterOp, A.GatherOp, A.ScanOp)) and generated(op)):
-                # its own kernel(s); consumers load it. (A gather's kernel runs
-                # over all of it: each index is checked, as numpy checks them,
-                # even where a consumer reads only some: `x[i][:1]`.)
-                self.realized.update(op.results)
-                continue
-            if isinstance(op, A.DotOp) and narrow_dot(op):
-                self.realized.add(op.result)  # its own kernel: N reductions per row
-                if op in self.columns:
-                    self.realized.add(self.columns[op])
-                continue
-            if isinstance(op, A.DotOp) and generated(op):
-                # read K times per output row/column: from buffers, B laid out
-                # (K, N) so that its rows load as vectors
-                self.realized.update(o for o in op.operands if not isinstance(o, BlockArgument)
-                                     or o.owner is not self.block)
-                continue
-            if in_place(op, self.uses):
-                self.realized.update((op.dest, op.result))  # the source is computed in its kernel
-                continue
-            if not generated(op):
-                operands = list(op.operands)
-                if isinstance(op, A.DotOp):
-                    # BLAS reads a transposed operand as it is (a strided view)
-                    operands = [blas_operand(o)[0] for o in operands]
-                self.realized.update(operands)
-                self.realized.update(op.results)
-        self.overwritten = overwritten(self.block, self.uses)
+
+    def _realized_by(self, op: Operation) -> list[SSAValue]:
+        """The values op's own rule realizes (its results, its operands, or
+        none: an op computed inline where its consumer needs it)."""
+        if (isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op)) or (
+                isinstance(op, (A.ScatterOp, A.GatherOp, A.ScanOp)) and generated(op)):
+            # its own kernel(s); consumers load it. (A gather's kernel runs
+            # over all of it: each index is checked, as numpy checks them,
+            # even where a consumer reads only some: `x[i][:1]`.)
+            return list(op.results)
+        if isinstance(op, A.DotOp) and narrow_dot(op):
+            # its own kernel: N reductions per row
+            return [op.result] + ([self.columns[op]] if op in self.columns else [])
+        if isinstance(op, A.DotOp) and generated(op):
+            # read K times per output row/column: from buffers, B laid out
+            # (K, N) so that its rows load as vectors
+            return [o for o in op.operands if not isinstance(o, BlockArgument)
+                    or o.owner is not self.block]
+        if in_place(op, self.uses):
+            return [op.dest, op.result]  # the source is computed in its kernel
+        if not generated(op):
+            operands = list(op.operands)
+            if isinstance(op, A.DotOp):
+                # BLAS reads a transposed operand as it is (a strided view)
+                operands = [blas_operand(o)[0] for o in operands]
+            return operands + list(op.results)
+        return []
+
+    def _realize_costly_reuses(self) -> None:
+        """A value used more than once that costs too much to compute at
+        each use gets its buffer."""
         for op in self.block.ops:
             for r in op.results:
                 if r not in self.realized and self.uses[r] >= 2 and self.cost(r) >= RECOMPUTE_LIMIT:
