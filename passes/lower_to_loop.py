@@ -603,6 +603,7 @@ class KernelEmitter:
     def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
         self.lw, self.root, self.buf = lw, root, buf
         self.target = root  # the value whose points the kernel stores
+        self.reducing: list[int] | None = None  # a reduction's body being built: its dims' extents
 
     # phase 1: which reductions does the root need, at which index?
     def _collect(self, v: SSAValue, idx: Index, found: list, seen: set) -> None:
@@ -816,7 +817,7 @@ class KernelEmitter:
     def _covers(self, v: SSAValue, idx: Index) -> bool:
         """idx names every dim of the reduction body being built, once each,
         over v's own extents: the body's points are v's points, one to one."""
-        ranges = getattr(self, "reducing", None)
+        ranges = self.reducing
         shape = v.type.get_shape()
         if ranges is None or not (len(idx) == len(self.dims) == len(ranges) == len(shape)):
             return False
