@@ -151,8 +151,9 @@ class MapOp(IRDLOperation):
 def _check_map(op: IRDLOperation, buf: SSAValue, idx: Sequence[SSAValue], m: AffineMap) -> None:
     t = buf.type
     assert isinstance(t, MemRefType)
-    if m.num_dims != len(idx):
-        raise VerifyException(f"{op.name}: map takes {m.num_dims} indices, got {len(idx)}")
+    if m.num_dims + m.num_symbols != len(idx):
+        raise VerifyException(f"{op.name}: map takes {m.num_dims} indices and {m.num_symbols} "
+                              f"symbols, got {len(idx)} operands")
     if len(m.results) != t.get_num_dims():
         raise VerifyException(f"{op.name}: map gives {len(m.results)} coordinates for rank {t.get_num_dims()}")
 

@@ -93,17 +93,17 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
             ns[f"P{k}"] = ptrs
             for j, s in enumerate(bufs):
                 lines.append(f"        P{k}[{j}] = id(v{s})")
-            status = "None"
-            if checks is not None and work > 0:
+            scalars = str(st.scalars_address)  # (status words and parameters, or None)
+            checked = checks is not None and work > 0
+            if checked:
                 ns[f"C{k}"], ns[f"W{k}"] = checks, checks.status
-                status = str(checks.address)
                 lines.append(f"        W{k}[0] = 0")
             if work > 0 and threads <= 1:
-                lines.append(f"        {fl} K{k}(0, {work}, P{k}, {status})")
+                lines.append(f"        {fl} K{k}(0, {work}, P{k}, {scalars})")
             elif work > 0:
-                lines.append(f"        {fl} launch(K{k}, {work}, P{k}, {status}, {threads})")
+                lines.append(f"        {fl} launch(K{k}, {work}, P{k}, {scalars}, {threads})")
             fl = "fl |=" if work > 0 else fl
-            if status != "None":
+            if checked:
                 lines.append(f"        if W{k}[0]: raise C{k}.error()")
         else:
             run, idx = st.run, st.args
@@ -196,8 +196,9 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
             fn, bufs, work, threads, index_checks = st.fn, st.bufs, st.work, st.threads, st.checks
             if threads > 1 or index_checks is not None:  # (the Python entry raises)
                 return None
-            keep.append(fn)
-            launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work))
+            keep += [fn, st.scalars]
+            launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work,
+                                   st.scalars_address or 0))
         else:
             return None
     name = f"lowering_entry_{next(_entry_ids)}"

@@ -8,7 +8,8 @@ runtime and never imports the pipeline.
     tensor   canonicalize, decompose, strength-reduce, cse, dce
     [autograd -> remat: a joint function is first cut in two (passes/remat.py)]
     cpu      annotate-layouts, lower-to-loop (tensor -> loop level, fusion),
-             schedule (loop -> kernel level, cost model), then the emitter:
+             schedule (loop -> kernel level, cost model), share-kernels (kernels
+             that differ only in constants read them as parameters), then the emitter:
              LLVM IR (lowering/codegen), LLVM -O3 and MCJIT (runtime/cpu.py);
              the memory plan runs on the program's steps
     numpy    the emitter only: each tensor op as its numpy call
@@ -37,6 +38,7 @@ from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
 from passes.remat import has_backward
 from passes.remat import partition as cut
 from passes.schedule import Schedule
+from passes.share_kernels import ShareKernels
 from passes.strength_reduce import StrengthReduce
 from runtime import cpu
 from runtime.guards import layout_class
@@ -59,7 +61,7 @@ EMITTERS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 # the level whose IR a pass leaves (for `lowering.dump --stage`)
-LEVEL_AFTER = {"lower-to-loop": "loop", "schedule": "kernel"}
+LEVEL_AFTER = {"lower-to-loop": "loop", "schedule": "kernel", "share-kernels": "kernel"}
 
 
 def tensor_passes() -> list[ModulePass]:
@@ -76,7 +78,7 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
     if backend == "cpu":
         return [AnnotateLayouts(tuple(layouts)), LowerToLoop(),
                 Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
-                         parallel_threshold=cpu.PARALLEL_THRESHOLD)]
+                         parallel_threshold=cpu.PARALLEL_THRESHOLD), ShareKernels()]
     raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
 
 

@@ -138,6 +138,26 @@ def jit(ir_text: str, names: list[str]) -> dict[str, int]:
         return {n: ee.get_function_address(n) for n in names}
 
 
+# compiled kernels, process-wide: a kernel's body key (its text without its
+# name and parameter values, and the vector width) -> its function's address
+_kernels: dict[object, int] = {}
+
+
+def compiled_kernel(key) -> int | None:
+    """The address of the kernel compiled for `key`, if any."""
+    return _kernels.get(key)
+
+
+def remember_kernel(key, address: int) -> None:
+    with _lock:
+        _kernels.setdefault(key, address)
+
+
+def kernels_compiled() -> int:
+    """How many distinct kernels this process has compiled."""
+    return len(_kernels)
+
+
 def assembly(ir_text: str) -> str:
     return target_machine().emit_assembly(optimize(ir_text))
 

@@ -194,8 +194,8 @@ def test_passes_lists_the_pipeline_in_order():
     assert code == 0
     names = re.findall(r"^\s+\d+\. (\S+)", out, re.M)
     tensor = [p.name for p in tensor_passes()]
-    assert names == tensor + ["annotate-layouts", "lower-to-loop", "schedule", "llvm-emit",
-                              "llvm-jit"]
+    assert names == tensor + ["annotate-layouts", "lower-to-loop", "schedule", "share-kernels",
+                              "llvm-emit", "llvm-jit"]
     assert names[:2] == ["array-canonicalize", "decompose"]
     # the listing is the pipeline the compile path runs, pass objects and all
     assert [p.name for p in pipeline("cpu", ["C"])] == names[:-2]

@@ -7,6 +7,7 @@ numpy, and numpy for the tensor ops the loop level does not generate yet)."""
 from __future__ import annotations
 
 import ctypes
+import io
 import itertools
 import re
 import threading
@@ -15,8 +16,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import ModuleOp, StringAttr
+from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
+from xdsl.printer import Printer
 
 from dialects import kernel as K
 from dialects import loop as L
@@ -24,15 +26,62 @@ from runtime import blas, cpu, errors
 from runtime.memory import POOL
 
 from dialects.dtypes import from_ir
-from ..codegen.llvm import Emitter
+from ..codegen.llvm import SCALAR_PARAMS, Emitter
 from . import numpy_backend
 
 _ids = itertools.count()
 
 
-def emit_llvm(kernel_module: ModuleOp, prefix: str = "") -> tuple[str, list[K.KernelOp]]:
+def body_key(k: K.KernelOp) -> tuple[int, str]:
+    """What a kernel's code depends on: its text without its name, its
+    parameters' values and the schedule's bookkeeping (and the vector width
+    the emitter targets). Kernels with one key share one compiled function.
+    A kernel whose body reads a value from outside it that is not one of its
+    buffers shares with no other (its text would not show what it reads)."""
+    if not self_contained(k):
+        return cpu.vector_bits(), f"<kernel {next(_ids)}>"  # (never again)
+    name, params, merged = k.sym_name, k.params, k.attributes.pop("merged", None)
+    k.sym_name = StringAttr("")
+    if params is not None:
+        del k.properties["params"]
+    out = io.StringIO()
+    Printer(stream=out).print_op(k)
+    k.sym_name = name
+    if params is not None:
+        k.params = params
+    if merged is not None:
+        k.attributes["merged"] = merged
+    return cpu.vector_bits(), out.getvalue()
+
+
+def self_contained(k: K.KernelOp) -> bool:
+    inside = set(k.buffers) | set(k.body.block.args)
+    for op in k.body.walk():
+        if any(o not in inside for o in op.operands):
+            return False
+        inside.update(op.results)
+        for region in op.regions:
+            for block in region.blocks:
+                inside.update(block.args)
+    return True
+
+
+def distinct_bodies(kernels: list[K.KernelOp]) -> dict[tuple[int, str], K.KernelOp]:
+    """Each distinct body (`body_key`) and the first kernel that has it."""
+    first: dict[tuple[int, str], K.KernelOp] = {}
+    for k in kernels:
+        first.setdefault(body_key(k), k)
+    return first
+
+
+def emit_llvm(kernel_module: ModuleOp, prefix: str = "",
+              kernels: list[K.KernelOp] | None = None) -> tuple[str, list[K.KernelOp]]:
+    """LLVM IR for `kernels` (default: one per distinct body of the module's
+    kernels), named `prefix` + the kernel's name."""
     em = Emitter(array_offsets=cpu.ARRAY_OFFSETS)
-    kernels = [op for op in kernel_module.walk() if isinstance(op, K.KernelOp)]
+    if kernels is None:
+        kernels = list(distinct_bodies(
+            [op for op in kernel_module.walk() if isinstance(op, K.KernelOp)]).values())
     for k in kernels:
         if prefix:
             k.sym_name = StringAttr(prefix + k.sym_name.data)
@@ -76,23 +125,47 @@ def quiet_compares(text: str) -> str:
 
 
 class IndexChecks:
-    """A kernel's `loop.index` checks: the status words it writes ([check
-    number + 1, the offending value], zero when all indices were in range)
-    and, per check, the axis and size for numpy's IndexError."""
+    """A kernel's `loop.index` checks: the status words it writes (the first
+    two of its launch's scalars: [check number + 1, the offending value],
+    zero when all indices were in range) and, per check, the axis and size
+    for numpy's IndexError."""
 
-    def __init__(self, table: list[tuple[int, int]]):
+    def __init__(self, table: list[tuple[int, int]], scalars):
         self.table = table
-        self.status = (ctypes.c_int64 * 2)()
-        self.address = ctypes.addressof(self.status)
+        self.status = scalars
+        self.address = ctypes.addressof(scalars)
 
     def error(self) -> IndexError:
         axis, size = self.table[self.status[0] - 1]
         return IndexError(f"index {self.status[1]} is out of bounds for axis {axis} with size {size}")
 
 
-def index_checks(k: K.KernelOp) -> IndexChecks | None:
+def param_bits(k: K.KernelOp) -> list[int]:
+    """The raw bits of each kernel parameter's value (a word each: what the
+    kernel reads and reinterprets as the parameter's type)."""
+    types = {o.index.value.data: o.result.type for o in k.body.walk() if isinstance(o, K.ParamOp)}
+    out = []
+    for i, text in enumerate(k.param_values()):
+        dt = np.dtype(np.int64) if isinstance(types[i], IndexType) else from_ir(types[i])
+        v = numpy_backend.parse_constant(text, dt)
+        out.append(int(v.reshape(1).view(f"u{dt.itemsize}")[0]))
+    return out
+
+
+def launch_scalars(k: K.KernelOp):
+    """The int64 words a launch hands the kernel (its 4th argument: the two
+    status words of its index checks, then its parameters' bits), or None
+    when it needs none."""
+    params = param_bits(k)
+    has_checks = any(isinstance(o, L.IndexOp) for o in k.body.walk())
+    if not params and not has_checks:
+        return None
+    return (ctypes.c_int64 * (SCALAR_PARAMS + len(params)))(0, 0, *params)
+
+
+def index_checks(k: K.KernelOp, scalars) -> IndexChecks | None:
     table = [(o.axis.value.data, o.size.value.data) for o in k.body.walk() if isinstance(o, L.IndexOp)]
-    return IndexChecks(table) if table else None
+    return IndexChecks(table, scalars) if table else None
 
 
 @dataclass(frozen=True)
@@ -113,13 +186,19 @@ class AllocStep:
 class KernelStep:
     """A kernel launch over `work` points of its parallel domain, on
     `threads` threads, with the buffers in `bufs` (slots) as its pointer
-    array `ptrs`; `checks` its `loop.index` checks, if any."""
+    array `ptrs` and `scalars` (status words and parameters, see
+    `launch_scalars`); `checks` its `loop.index` checks, if any."""
     fn: object  # the JIT-compiled kernel (a ctypes function)
     bufs: tuple[int, ...]
     work: int
     threads: int
     ptrs: object  # ctypes array of void*, filled per call
     checks: IndexChecks | None = None
+    scalars: object = None  # ctypes array of int64, or None
+
+    @property
+    def scalars_address(self) -> int | None:
+        return None if self.scalars is None else ctypes.addressof(self.scalars)
 
     @property
     def slots(self) -> tuple[int, ...]:
@@ -144,11 +223,7 @@ Step = AllocStep | KernelStep | ExternStep
 class CpuProgram:
     def __init__(self, loop_module: ModuleOp, n_inputs: int):
         f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
-        prefix = f"p{next(_ids)}_"
-        text, kernels = emit_llvm(loop_module, prefix)
-        self.llvm_ir = text
-        addrs = cpu.jit(text, [k.sym_name.data for k in kernels]) if kernels else {}
-        self._fns = {n: cpu.KERNEL_TYPE(a) for n, a in addrs.items()}
+        self._fns = self._compile(loop_module)
         slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
         steps: list[Step] = []
         constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
@@ -193,11 +268,36 @@ class CpuProgram:
         self._lock = threading.Lock()
         self.collector = errors.Collector()  # the flags of numpy externs
 
+    def _compile(self, loop_module: ModuleOp) -> dict[str, object]:
+        """Each kernel's function: one per distinct body, compiled once per
+        process (`cpu.kernel_cache`); those not compiled yet are JIT-compiled
+        together (this program's LLVM IR, `llvm_ir`)."""
+        kernels = [op for op in loop_module.walk() if isinstance(op, K.KernelOp)]
+        keys = {k: body_key(k) for k in kernels}
+        todo: dict[tuple[int, str], K.KernelOp] = {}
+        for k in kernels:
+            if cpu.compiled_kernel(keys[k]) is None:
+                todo.setdefault(keys[k], k)
+        self.llvm_ir = ""
+        self.compiled_kernels = len(todo)
+        if todo:
+            names = {key: k.sym_name.data for key, k in todo.items()}
+            prefix = f"p{next(_ids)}_"
+            text, emitted = emit_llvm(loop_module, prefix, list(todo.values()))
+            self.llvm_ir = text
+            addrs = cpu.jit(text, [k.sym_name.data for k in emitted])
+            for key, k in zip(todo, emitted):
+                cpu.remember_kernel(key, addrs[k.sym_name.data])
+                k.sym_name = StringAttr(names[key])
+        return {k.sym_name.data: cpu.KERNEL_TYPE(cpu.compiled_kernel(keys[k])) for k in kernels}
+
     def _kernel_step(self, k: K.KernelOp, slots) -> KernelStep:
         fn = self._fns[k.sym_name.data]
         bufs = tuple(slots[b] for b in k.buffers)
         ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
-        return KernelStep(fn, bufs, k.work.value.data, k.threads.value.data, ptrs, index_checks(k))
+        scalars = launch_scalars(k)
+        return KernelStep(fn, bufs, k.work.value.data, k.threads.value.data, ptrs,
+                          index_checks(k, scalars), scalars)
 
     def __call__(self, inputs):
         # the launch argument arrays are shared state: one call at a time
@@ -216,7 +316,7 @@ class CpuProgram:
                         raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
                     ptrs[j] = id(a)  # alive in vals until the kernel returned
                 if checks is None:
-                    flags |= cpu.launch(st.fn, st.work, ptrs, None, st.threads)
+                    flags |= cpu.launch(st.fn, st.work, ptrs, st.scalars_address, st.threads)
                 else:
                     checks.status[0] = 0
                     flags |= cpu.launch(st.fn, st.work, ptrs, checks.address, st.threads)

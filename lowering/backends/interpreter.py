@@ -33,6 +33,7 @@ from xdsl.ir.affine import (
     AffineConstantExpr,
     AffineDimExpr,
     AffineExpr,
+    AffineSymExpr,
 )
 
 from dialects import kernel as K
@@ -137,13 +138,15 @@ REDUCE: dict[str, Callable] = {
 }
 
 
-def affine_value(e: AffineExpr, dims: list):
+def affine_value(e: AffineExpr, dims: list, symbols: Sequence = ()):
     if isinstance(e, AffineDimExpr):
         return dims[e.position]
+    if isinstance(e, AffineSymExpr):
+        return symbols[e.position]
     if isinstance(e, AffineConstantExpr):
         return e.value
     assert isinstance(e, AffineBinaryOpExpr)
-    a, b = affine_value(e.lhs, dims), affine_value(e.rhs, dims)
+    a, b = affine_value(e.lhs, dims, symbols), affine_value(e.rhs, dims, symbols)
     k = e.kind
     if k == AffineBinaryOpKind.Add:
         return a + b
@@ -203,6 +206,7 @@ class Interpreter:
             buf[...] = r
 
     def kernel(self, k) -> None:
+        self.params = k.param_values() if isinstance(k, K.KernelOp) else []
         block = k.body.blocks[0]
         par = list(L.ints(k.parallel))
         if "accumulate" in k.attributes:
@@ -287,8 +291,11 @@ class Interpreter:
                                          depth)
 
     def indices(self, op, env: dict, depth: int) -> list:
-        dims = [self.get(env, i, depth) for i in op.indices]
-        return [np.asarray(affine_value(e, dims), np.int64) if not isinstance(e, AffineConstantExpr)
+        vals = [self.get(env, i, depth) for i in op.indices]
+        m = op.map.data
+        dims, syms = vals[:m.num_dims], vals[m.num_dims:]
+        return [np.asarray(affine_value(e, dims, syms), np.int64)
+                if not isinstance(e, AffineConstantExpr)
                 else np.full((1,) * depth, e.value, np.int64) for e in op.map.data.results]
 
     def reduce(self, op: L.ReduceOp, env: dict, depth: int, sequential: bool) -> np.ndarray:
@@ -310,8 +317,9 @@ class Interpreter:
         rt = op.results[0].type
         dt = dtype_of(rt)
         with np.errstate(all="ignore"):
-            if isinstance(op, L.ConstOp):
-                c = numpy_backend.parse_constant(op.value.data, dt)
+            if isinstance(op, (L.ConstOp, K.ParamOp)):
+                text = op.value.data if isinstance(op, L.ConstOp) else self.params[op.index.value.data]
+                c = numpy_backend.parse_constant(text, dt)
                 return np.asarray(c, dt).reshape((1,) * depth)
             if isinstance(op, L.UfuncOp):
                 return np.asarray(getattr(np, op.fn.data)(*args)).astype(dt)
@@ -325,7 +333,9 @@ class Interpreter:
                     return CMPI["s" + name[1:]](_unsigned(args[0]), _unsigned(args[1]))
                 return CMPI[name](*args)
             if isinstance(op, affine.ApplyOp):
-                return np.asarray(affine_value(op.map.data.results[0], args), np.int64)
+                m = op.map.data
+                return np.asarray(affine_value(m.results[0], args[:m.num_dims], args[m.num_dims:]),
+                                  np.int64)
             if isinstance(op, (arith.IndexCastOp, arith.ExtFOp, arith.TruncFOp, arith.SIToFPOp,
                                arith.FPToSIOp, arith.ExtSIOp, arith.TruncIOp)):
                 return args[0].astype(dt)

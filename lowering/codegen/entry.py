@@ -67,6 +67,7 @@ class Launch:
     fn: int  # the kernel's address
     slots: tuple[int, ...]  # its buffers, in the kernel's order
     work: int
+    scalars: int = 0  # the address of its launch's scalars (parameters), 0 for none
 
 
 @dataclass(frozen=True)
@@ -184,8 +185,9 @@ class EntryCodegen:
             for j, s in enumerate(k.slots):
                 b.store(vals[s], b.gep(base, [const(I64, j)]))
             kernel = b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel")
-            r = b.call(kernel, [const(I64, 0), const(I64, k.work), base,
-                                ir.Constant(I64.as_pointer(), None)])
+            scalars = (b.inttoptr(const(I64, k.scalars), I64.as_pointer()) if k.scalars
+                       else ir.Constant(I64.as_pointer(), None))
+            r = b.call(kernel, [const(I64, 0), const(I64, k.work), base, scalars])
             raised = b.or_(raised, r)
         if spec.launches:
             self.check_flags(raised, owned)

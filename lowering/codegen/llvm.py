@@ -54,6 +54,7 @@ from xdsl.ir.affine.affine_expr import (
     AffineBinaryOpKind,
     AffineConstantExpr,
     AffineDimExpr,
+    AffineSymExpr,
 )
 
 from dialects import array as A
@@ -69,6 +70,9 @@ except ImportError:  # pragma: no cover
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+# a kernel's 4th argument, the launch's scalars (int64 words): the two status
+# words of its index checks, then its parameters' raw bits
+SCALAR_PARAMS = 2
 VOID = ir.VoidType()
 MXCSR_FLAGS = 0x3F  # the sticky exception flags: IE DE ZE OE UE PE
 MXCSR_REPORTED = MXCSR_IE | MXCSR_ZE | MXCSR_OE | MXCSR_UE  # numpy's four categories
@@ -253,7 +257,7 @@ class KernelCodegen:
         a launch hands over object addresses and nothing else."""
         entry = self.fn.append_basic_block("entry")
         b = self.b = ir.IRBuilder(entry)
-        start, stop, objs, _unused = self.fn.args
+        start, stop, objs, scalars = self.fn.args
         self.raised = b.alloca(I32, name="raised")
         b.store(const(I32, 0), self.raised)
         self.ptr: dict[SSAValue, ir.Value] = {}
@@ -276,9 +280,12 @@ class KernelCodegen:
                                      for d in range(t.get_num_dims())]
         P = A.ints(self.k.parallel)
         block = self.k.body.block
-        ops = [op for op in block.ops if not isinstance(op, L.YieldOp)]
+        ops = [op for op in block.ops if not isinstance(op, (L.YieldOp, K.ParamOp))]
         self.split_map = self.k.split.data == "map"
         self.vals: dict[SSAValue, ir.Value] = {}
+        for op in block.ops:
+            if isinstance(op, K.ParamOp):
+                self.vals[op.result] = self.param(scalars, op)
         nt = self.k.attributes.get("nontemporal")
         self.streamed = {self.bufs[j] for j in (A.ints(nt) if nt is not None else ())}
         self.streaming = False  # inside the aligned version of a map with streamed stores
@@ -305,6 +312,17 @@ class KernelCodegen:
             else:
                 self.b.fence("seq_cst")
         self.b.ret(self.b.load(self.raised))
+
+    def param(self, scalars: ir.Value, op: K.ParamOp) -> ir.Value:
+        """Kernel parameter k: word 2 + k of the launch's scalars (after the
+        two status words of the index checks), as the raw bits of its value."""
+        b = self.b
+        raw = b.load(b.gep(scalars, [const(I64, SCALAR_PARAMS + op.index.value.data)]))
+        t = llvm_type(op.result.type)
+        if isinstance(t, ir.IntType):
+            return raw if t.width == 64 else b.trunc(raw, t)
+        bits = ir.IntType(item_bytes(t) * 8)
+        return b.bitcast(raw if bits.width == 64 else b.trunc(raw, bits), t)
 
     def raise_flags(self, cond: ir.Value, bits: int) -> None:
         """Record exception flags (MXCSR bits) for an event the hardware does
@@ -422,7 +440,7 @@ class KernelCodegen:
         index of element l — not the step's first index."""
         op = v.owner
         if isinstance(op, affine.ApplyOp):
-            self.scope = list(op.operands)
+            self.scope, self.scope_dims = list(op.operands), op.map.data.num_dims
             e = op.map.data.results[0]
             if w == 1:
                 return self.affine(e)
@@ -627,7 +645,7 @@ class KernelCodegen:
         self.vals[op.body.block.args[0]] = lo if lo is not None else const(I64, 0)
         ok = const(I1, 1)
         for s in stores:
-            self.scope = list(s.indices)
+            self.scope, self.scope_dims = list(s.indices), s.map.data.num_dims
             size = w * item_bytes(mem_type(s.buffer.type.element_type))
             first = b.gep(self.ptr[s.buffer], [self.offset(s.buffer, s.map.data.results)])
             misaligned = b.and_(b.ptrtoint(first, I64), const(I64, size - 1))
@@ -639,6 +657,8 @@ class KernelCodegen:
         b = self.b
         if isinstance(e, AffineConstantExpr):
             return const(I64, e.value)
+        if isinstance(e, AffineSymExpr):  # a kernel parameter: the operand after the dims
+            return self.vals[self.scope[self.scope_dims + e.position]]
         if isinstance(e, AffineDimExpr):
             v = self.vals[self.scope[e.position]]
             if isinstance(v.type, ir.VectorType):  # a gathered index, one per lane
@@ -691,7 +711,7 @@ class KernelCodegen:
         return acc
 
     def _access(self, op, w: int):
-        self.scope = list(op.indices)
+        self.scope, self.scope_dims = list(op.indices), op.map.data.num_dims
         exprs = op.map.data.results
         buf = op.buffer
         lane_dim = None
@@ -1077,7 +1097,7 @@ def _dims_of(e: AffineExpr):
 
 def linear_coef(e: AffineExpr, d: int) -> int | None:
     """d(e)/d(dim d) when e is affine in dim d, else None."""
-    if isinstance(e, AffineConstantExpr):
+    if isinstance(e, (AffineConstantExpr, AffineSymExpr)):
         return 0
     if isinstance(e, AffineDimExpr):
         return 1 if e.position == d else 0

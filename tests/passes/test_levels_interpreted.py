@@ -131,11 +131,14 @@ def test_random_programs_mean_what_the_tensor_level_means(prog: Program):
 
 
 def test_the_interpreter_sees_a_wrong_kernel():
-    """A kernel whose store is shifted by one row is a wrong answer (and the
-    row nothing wrote reads as poison): the check can fail."""
+    """A kernel whose row is shifted by one (the second iteration's kernel
+    given the third's row parameter: the iterations share one body) is a
+    wrong answer, and the row nothing wrote reads as poison: the check can
+    fail."""
     module, inputs = graph_inputs(fill, (X,))
     kernel = levels(module, inputs)["kernel"]
-    text = str(kernel).replace("((d0 + 1), d1)", "((d0 + 2), d1)", 1)
+    assert 'params ["1", "1.0"]' in str(kernel)
+    text = str(kernel).replace('params ["1", "1.0"]', 'params ["2", "1.0"]', 1)
     bad = Parser(context(), text).parse_module()
     got = run_module(bad, [X.copy()])[0]
     want = fill(X)
