@@ -72,10 +72,13 @@ BACKENDS = ("numpy", "cpu")
 
 
 class Stats(dict):
-    """Counts: compiles, cache_hits, recompiles, graph_breaks, eager_fallbacks."""
+    """Counts: compiles, cache_hits, recompiles, graph_breaks, eager_fallbacks,
+    and kernel_bodies: the distinct kernel bodies the compiled programs run
+    (an unrolled loop's iterations that differ only in constants share one)."""
 
     def __init__(self):
-        super().__init__(compiles=0, cache_hits=0, recompiles=0, graph_breaks=0, eager_fallbacks=0)
+        super().__init__(compiles=0, cache_hits=0, recompiles=0, graph_breaks=0, eager_fallbacks=0,
+                         kernel_bodies=0)
 
 
 def _is_traced_leaf(x: Any) -> bool:
@@ -295,6 +298,7 @@ class CompiledFunction:
             return self._compile_failed(args, kwargs, e)
         self.stats["compiles"] += 1
         self.stats["graph_breaks"] += len(trace.breaks)
+        self.stats["kernel_bodies"] += sum(p.kernel_bodies for p in self.programs_run)
         self.last_trace = trace
         entry, gvals = self._make_entry(trace, leaves, treedef, state, plan)
         self.entries.append(entry)

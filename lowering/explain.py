@@ -22,6 +22,9 @@ class ExplainOutput:
     fusion_refused: list[list[str]] = field(default_factory=list)
     # differentiated functions: what the forward saves for the backward
     partitions: list = field(default_factory=list)  # passes.remat.Partition per graph
+    # distinct kernel bodies those kernels run (iterations of an unrolled loop
+    # that differ only in constants share one)
+    kernel_bodies: int = 0
 
     @property
     def saved_bytes(self) -> int:
@@ -59,7 +62,8 @@ class ExplainOutput:
             lines.append(f"Graph {i}: {sum(ops.values())} ops: " +
                          ", ".join(f"{k} x{v}" for k, v in sorted(ops.items())))
         if self.kernels:
-            lines.append(f"Kernels per call: {self.kernel_count}")
+            lines.append(f"Kernels per call: {self.kernel_count} "
+                         f"({self.kernel_bodies} distinct kernel bodies)")
             for i, (ks, refused) in enumerate(zip(self.kernels, self.fusion_refused)):
                 for name, ops in ks:
                     lines.append(f"  graph {i} {name}: " + ", ".join(ops))
@@ -110,6 +114,7 @@ def explain(fn):
                 kernels.append([(f"numpy {getattr(s[0], 'op_name', 'op')}", []) for s in prog.steps])
                 refused.append([])
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
-                             entry.guards.describe(), ops, graphs, kernels, refused, partitions)
+                             entry.guards.describe(), ops, graphs, kernels, refused, partitions,
+                             sum(p.kernel_bodies for p in progs))
 
     return run

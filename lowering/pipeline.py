@@ -246,6 +246,10 @@ class PartitionedProgram:
             out[i] = f
         return tuple(out)
 
+    @property
+    def kernel_bodies(self) -> int:
+        return sum(p.kernel_bodies for p in self.programs)
+
     def __call__(self, inputs):
         p = self.partition
         nf = len(p.fwd_results)

@@ -17,7 +17,7 @@ as its members allow; a kernel with no twin is left as it is.
 
 The holes are exactly two kinds of site, so a body with anything else that
 differs is not grouped: the constant term of each coordinate of a
-`loop.load` / `loop.store` index map, and the value of a `loop.const`."""
+`loop.load` / `loop.store` index map, and each use of a `loop.const`."""
 
 from __future__ import annotations
 
@@ -40,13 +40,13 @@ _NOT_STRUCTURE = ("sym_name", "params", "merged")
 
 @dataclass(frozen=True)
 class Hole:
-    """One constant site of a kernel: coordinate `result` of `op`'s index map
-    (kind "map", value an int) or a `loop.const` (kind "const", value its
-    text)."""
+    """One constant site of a kernel: coordinate `at` of `op`'s index map
+    (kind "map", value an int), or operand `at` of `op` when it is a
+    `loop.const` (kind "use", value the constant's text)."""
 
     kind: str
     op: Operation
-    result: int
+    at: int
     value: object
 
 
@@ -75,15 +75,14 @@ def _map_key(op: L.LoadOp | L.StoreOp, holes: list[Hole]) -> tuple:
 def _props_key(op: Operation, holes: list[Hole]) -> tuple:
     if isinstance(op, (L.LoadOp, L.StoreOp)) and op.map.data.num_symbols == 0:
         return _map_key(op, holes)
-    if isinstance(op, L.ConstOp):
-        holes.append(Hole("const", op, 0, op.value.data))
-        return ()
     return tuple(sorted(op.properties.items()))
 
 
 def fingerprint(k: K.KernelOp) -> tuple[tuple, list[Hole]]:
     """The kernel's structure with its holes left out (equal for kernels that
-    differ only in them), and its holes in walk order."""
+    differ only in them), and its holes in walk order. A `loop.const` is a
+    value at each of its uses (as in LLVM), so kernels whose equal constants
+    were merged differently still compare equal."""
     ids: dict[SSAValue, object] = {}
     for i, b in enumerate(k.buffers):
         ids.setdefault(b, ("buffer", i))
@@ -94,13 +93,19 @@ def fingerprint(k: K.KernelOp) -> tuple[tuple, list[Hole]]:
     for a in k.body.block.args:
         ids[a] = len(ids)
     for op in k.body.walk():
-        try:
-            operands = tuple(ids[o] for o in op.operands)
-        except KeyError:  # a value from outside the kernel that is not a buffer
-            return (id(k),), []
-        parts.append((op.name, operands, tuple(r.type for r in op.results),
-                      _props_key(op, holes),
-                      tuple(sorted(op.attributes.items()))))
+        if isinstance(op, L.ConstOp):
+            continue
+        operands = []
+        for j, o in enumerate(op.operands):
+            if isinstance(o.owner, L.ConstOp):
+                holes.append(Hole("use", op, j, o.owner.value.data))
+                operands.append(("const", o.type))
+            elif o in ids:
+                operands.append(ids[o])
+            else:  # a value from outside the kernel that is not a buffer
+                return (id(k),), []
+        parts.append((op.name, tuple(operands), tuple(r.type for r in op.results),
+                      _props_key(op, holes), tuple(sorted(op.attributes.items()))))
         for r in op.results:
             ids[r] = len(ids)
         for region in op.regions:
@@ -116,7 +121,7 @@ def _kernels(f: func.FuncOp) -> Iterator[K.KernelOp]:
 
 def holes_kind(h: Hole) -> tuple:
     """What a parameter for hole h is: an index, or a value of the const's type."""
-    return ("index",) if h.kind == "map" else ("const", h.op.results[0].type)
+    return ("index",) if h.kind == "map" else ("value", h.op.operands[h.at].type)
 
 
 def parameterize(k: K.KernelOp, holes: list[Hole], varying: list[int], param_of: list[int]) -> None:
@@ -127,20 +132,24 @@ def parameterize(k: K.KernelOp, holes: list[Hole], varying: list[int], param_of:
     params: dict[int, SSAValue] = {}
     values: dict[int, str] = {}
     symbols: dict[Operation, dict[int, SSAValue]] = {}
+    consts: set[Operation] = set()
     for j, n in zip(varying, param_of):
         h = holes[j]
         if n not in params:
-            p = K.ParamOp(n, IndexType() if h.kind == "map" else h.op.results[0].type)
+            p = K.ParamOp(n, IndexType() if h.kind == "map" else h.op.operands[h.at].type)
             block.insert_op_before(p, first)
             params[n], values[n] = p.result, str(h.value)
-        if h.kind == "const":
-            h.op.results[0].replace_all_uses_with(params[n])
-            h.op.detach()
-            h.op.erase()
+        if h.kind == "use":
+            consts.add(h.op.operands[h.at].owner)
+            h.op.operands = [params[n] if i == h.at else o for i, o in enumerate(h.op.operands)]
         else:
-            symbols.setdefault(h.op, {})[h.result] = params[n]
+            symbols.setdefault(h.op, {})[h.at] = params[n]
     for op, by_result in symbols.items():
         _symbolize(op, by_result)
+    for c in consts:  # a constant all of whose uses read parameters now
+        if not c.results[0].uses:
+            c.detach()
+            c.erase()
     k.params = ArrayAttr([StringAttr(values[n]) for n in range(len(values))])
 
 

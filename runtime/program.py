@@ -19,10 +19,13 @@ class Compiled(Protocol):
     whether it is a buffer the call allocated (never an input's memory: it can
     be handed to the caller as it is), None where unknown; `report` is the
     lowering's report for `explain` (kernels and their fused ops), None where
-    nothing was lowered."""
+    nothing was lowered; `kernel_bodies` the number of distinct kernel bodies
+    its launches run (kernels that differ only in their parameters share one
+    body, compiled once)."""
 
     fresh: tuple[bool, ...] | None
     report: object | None
+    kernel_bodies: int
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]: ...
 
@@ -35,6 +38,7 @@ class Program:
     outputs: tuple[int, ...]
     fresh: ClassVar[None] = None  # (numpy decides which results are new arrays)
     report: ClassVar[None] = None
+    kernel_bodies: ClassVar[int] = 0
 
     def __call__(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the steps; every numpy call's floating-point flags go to one

@@ -279,7 +279,7 @@ class CpuProgram:
             if cpu.compiled_kernel(keys[k]) is None:
                 todo.setdefault(keys[k], k)
         self.llvm_ir = ""
-        self.compiled_kernels = len(todo)
+        self.kernel_bodies = len(set(keys.values()))
         if todo:
             names = {key: k.sym_name.data for key, k in todo.items()}
             prefix = f"p{next(_ids)}_"

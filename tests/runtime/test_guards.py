@@ -92,7 +92,8 @@ def test_recompile_limit_runs_eagerly_and_warns_once():
 
 def test_stats_keys():
     f = lowering.compile(_f)
-    assert set(f.stats) == {"compiles", "cache_hits", "recompiles", "graph_breaks", "eager_fallbacks"}
+    assert set(f.stats) == {"compiles", "cache_hits", "recompiles", "graph_breaks", "eager_fallbacks",
+                            "kernel_bodies"}
 
 
 def test_global_array_is_read_at_call_time_and_guarded():
