@@ -43,7 +43,7 @@ from xdsl.irdl import (
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
-from .array import REDUCE_KINDS, i64_array, ints
+from .array import DYN, REDUCE_KINDS, i64_array, ints
 from .ufuncs import verify_call
 
 LOOP_REDUCE_KINDS = REDUCE_KINDS + ("argmax", "argmin")
@@ -133,19 +133,34 @@ class ReduceOp(IRDLOperation):
 
 @irdl_op_definition
 class MapOp(IRDLOperation):
-    """Run the body (which stores) for every point of `ranges`."""
+    """Run the body (which stores) for every point of `ranges`. An extent
+    known only when the kernel runs (a kernel parameter: kernels of one body
+    launched over different sizes) is DYN in `ranges`, its value the next
+    of the `sizes` operands."""
 
     name = "loop.map"
     ranges = prop_def(DenseArrayBase.constr(i64))
+    sizes = var_operand_def(IndexType)
     body = region_def("single_block")
     traits = traits_def(RecursiveMemoryEffect())
-    assembly_format = "$ranges $body attr-dict"
+    assembly_format = "$ranges (`sizes` `(` $sizes^ `)`)? $body attr-dict"
 
-    def __init__(self, ranges: Sequence[int]):
+    def __init__(self, ranges: Sequence[int], sizes: Sequence[SSAValue] = ()):
         super().__init__(
+            operands=[list(sizes)],
             properties={"ranges": i64_array(ranges)},
             regions=[Region(_index_block(len(ranges)))],
         )
+
+    def verify_(self) -> None:
+        dynamic = sum(1 for n in ints(self.ranges) if n == DYN)
+        if dynamic != len(self.sizes):
+            raise VerifyException(f"loop.map: {dynamic} dynamic extents, {len(self.sizes)} sizes")
+
+    def extents(self) -> list[int | SSAValue]:
+        """Each dim's extent: an int, or the SSA value giving it."""
+        sizes = iter(self.sizes)
+        return [next(sizes) if n == DYN else n for n in ints(self.ranges)]
 
 
 def _check_map(op: IRDLOperation, buf: SSAValue, idx: Sequence[SSAValue], m: AffineMap) -> None:

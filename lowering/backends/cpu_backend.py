@@ -7,7 +7,6 @@ numpy, and numpy for the tensor ops the loop level does not generate yet)."""
 from __future__ import annotations
 
 import ctypes
-import io
 import itertools
 import re
 import threading
@@ -18,7 +17,6 @@ import numpy as np
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import IndexType, ModuleOp, StringAttr
 from xdsl.ir import SSAValue
-from xdsl.printer import Printer
 
 from dialects import kernel as K
 from dialects import loop as L
@@ -32,43 +30,53 @@ from . import numpy_backend
 _ids = itertools.count()
 
 
-def body_key(k: K.KernelOp) -> tuple[int, str]:
-    """What a kernel's code depends on: its text without its name, its
-    parameters' values and the schedule's bookkeeping (and the vector width
-    the emitter targets). Kernels with one key share one compiled function.
-    A kernel whose body reads a value from outside it that is not one of its
-    buffers shares with no other (its text would not show what it reads)."""
-    if not self_contained(k):
-        return cpu.vector_bits(), f"<kernel {next(_ids)}>"  # (never again)
-    name, params, merged = k.sym_name, k.params, k.attributes.pop("merged", None)
-    k.sym_name = StringAttr("")
-    if params is not None:
-        del k.properties["params"]
-    out = io.StringIO()
-    Printer(stream=out).print_op(k)
-    k.sym_name = name
-    if params is not None:
-        k.params = params
-    if merged is not None:
-        k.attributes["merged"] = merged
-    return cpu.vector_bits(), out.getvalue()
+def body_key(k: K.KernelOp) -> tuple:
+    """What a kernel's code depends on: the kernel op with everything in it —
+    each op's name, operands (numbered by definition; a buffer by its
+    position), result types, properties, attributes and regions — but its
+    name, its parameters' values and the schedule's bookkeeping, and the
+    vector width the emitter targets. Kernels with one key share one compiled
+    function. The key is built from the generic fields every op has, so no
+    op's meaning can be missed; a kernel whose body reads a value from outside
+    it that is not one of its buffers shares with no other."""
+    ids: dict[SSAValue, object] = {}
+    for i, b in enumerate(k.buffers):
+        ids.setdefault(b, ("buffer", i))
+    try:
+        body = _regions_key(k.regions, ids)
+    except KeyError:
+        return ("unshared", next(_ids))
+    props = tuple((n, v) for n, v in sorted(k.properties.items())
+                  if n not in ("sym_name", "params", "work", "threads"))  # (the launch's)
+    attrs = tuple((n, v) for n, v in sorted(k.attributes.items()) if n != "merged")
+    return (cpu.vector_bits(), k.name, tuple(b.type for b in k.buffers), props, attrs, body)
 
 
-def self_contained(k: K.KernelOp) -> bool:
-    inside = set(k.buffers) | set(k.body.block.args)
-    for op in k.body.walk():
-        if any(o not in inside for o in op.operands):
-            return False
-        inside.update(op.results)
-        for region in op.regions:
-            for block in region.blocks:
-                inside.update(block.args)
-    return True
+def _regions_key(regions, ids: dict) -> tuple:
+    out = []
+    for region in regions:
+        blocks = []
+        for block in region.blocks:
+            for a in block.args:
+                ids[a] = len(ids)
+            ops = []
+            for op in block.ops:
+                key = (op.name, tuple(ids[o] for o in op.operands),
+                       tuple(r.type for r in op.results),
+                       tuple(sorted(op.properties.items())), tuple(sorted(op.attributes.items())),
+                       _regions_key(op.regions, ids) if op.regions else (),
+                       len(op.successors))
+                for r in op.results:
+                    ids[r] = len(ids)
+                ops.append(key)
+            blocks.append((tuple(a.type for a in block.args), tuple(ops)))
+        out.append(tuple(blocks))
+    return tuple(out)
 
 
-def distinct_bodies(kernels: list[K.KernelOp]) -> dict[tuple[int, str], K.KernelOp]:
+def distinct_bodies(kernels: list[K.KernelOp]) -> dict[tuple, K.KernelOp]:
     """Each distinct body (`body_key`) and the first kernel that has it."""
-    first: dict[tuple[int, str], K.KernelOp] = {}
+    first: dict[tuple, K.KernelOp] = {}
     for k in kernels:
         first.setdefault(body_key(k), k)
     return first
@@ -232,6 +240,8 @@ class CpuProgram:
                 t = op.memref.type
                 slots[op.memref] = len(slots)
                 steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
+            elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
+                slots[op.dest] = slots[op.source]
             elif isinstance(op, K.KernelOp):
                 steps.append(self._kernel_step(op, slots))
             elif isinstance(op, L.ExternOp):
@@ -274,7 +284,7 @@ class CpuProgram:
         together (this program's LLVM IR, `llvm_ir`)."""
         kernels = [op for op in loop_module.walk() if isinstance(op, K.KernelOp)]
         keys = {k: body_key(k) for k in kernels}
-        todo: dict[tuple[int, str], K.KernelOp] = {}
+        todo: dict[tuple, K.KernelOp] = {}
         for k in kernels:
             if cpu.compiled_kernel(keys[k]) is None:
                 todo.setdefault(keys[k], k)

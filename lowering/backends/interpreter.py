@@ -178,6 +178,8 @@ class Interpreter:
                 t = op.memref.type
                 assert isinstance(t, MemRefType)
                 self.bufs[op.memref] = poison(t.get_shape(), dtype_of(t.element_type))
+            elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
+                self.bufs[op.dest] = self.bufs[op.source]
             elif isinstance(op, (L.KernelOp, K.KernelOp)):
                 self.kernel(op)
             elif isinstance(op, L.ExternOp):
@@ -209,6 +211,8 @@ class Interpreter:
         self.params = k.param_values() if isinstance(k, K.KernelOp) else []
         block = k.body.blocks[0]
         par = list(L.ints(k.parallel))
+        if par and par[0] == L.DYN:  # the launch's: its work over the other dims
+            par[0] = k.work.value.data // max(int(np.prod(par[1:], dtype=np.int64)), 1)
         if "accumulate" in k.attributes:
             for point in itertools.product(*(range(n) for n in par)):
                 env = {a: np.array(i, np.int64) for a, i in zip(block.args, point)}
@@ -242,7 +246,8 @@ class Interpreter:
 
     def op(self, op: Operation, env: dict, depth: int, sequential: bool) -> None:
         if isinstance(op, L.MapOp):
-            ranges = list(L.ints(op.ranges))
+            ranges = [n if isinstance(n, int) else int(np.asarray(env[n]).reshape(-1)[0])
+                      for n in op.extents()]
             b = op.body.blocks[0]
             if sequential:
                 for point in itertools.product(*(range(n) for n in ranges)):

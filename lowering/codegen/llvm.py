@@ -219,14 +219,16 @@ def _element(ty: ir.Type) -> ir.Type:
     return ty.element if isinstance(ty, ir.VectorType) else ty
 
 
-def buffer_strides(t: MemRefType) -> list[int] | None:
-    """Compile-time element strides of a C-contiguous memref, else None."""
+def buffer_strides(t: MemRefType) -> list[int | None] | None:
+    """Compile-time element strides of a C-contiguous memref (None for a dim
+    whose stride depends on a dynamic size: read from the array), else None."""
     if not isinstance(t.layout, NoneAttr):
         return None
-    out, acc = [], 1
+    out: list[int | None] = []
+    acc: int | None = 1
     for n in reversed(t.get_shape()):
         out.append(acc)
-        acc *= n
+        acc = None if acc is None or n == A.DYN else acc * n
     return out[::-1]
 
 
@@ -269,15 +271,17 @@ class KernelCodegen:
             raw = b.load(b.bitcast(b.gep(obj, [const(I64, data_off)]), I8.as_pointer().as_pointer()))
             self.ptr[buf] = b.bitcast(raw, mem_type(t.element_type).as_pointer())
             static = buffer_strides(t)
-            if static is not None:
+            if static is not None and None not in static:
                 self.strides[buf] = [const(I64, s) for s in static]
             else:
                 sp = b.load(b.bitcast(b.gep(obj, [const(I64, strides_off)]), I64.as_pointer().as_pointer()))
                 mt = mem_type(t.element_type)
                 size = item_bytes(mt)
                 # strides of aligned arrays are multiples of the item size
-                self.strides[buf] = [b.sdiv(b.load(b.gep(sp, [const(I64, d)])), const(I64, size))
-                                     for d in range(t.get_num_dims())]
+                self.strides[buf] = [
+                    const(I64, static[d]) if static is not None and static[d] is not None
+                    else b.sdiv(b.load(b.gep(sp, [const(I64, d)])), const(I64, size))
+                    for d in range(t.get_num_dims())]
         P = A.ints(self.k.parallel)
         block = self.k.body.block
         ops = [op for op in block.ops if not isinstance(op, (L.YieldOp, K.ParamOp))]
@@ -298,6 +302,9 @@ class KernelCodegen:
                 coords = []
                 rem = p
                 for n in reversed(P):
+                    if n == A.DYN:  # the outermost extent, the launch's: rem is in range
+                        coords.append(rem)
+                        continue
                     coords.append(b.urem(rem, const(I64, n)))
                     rem = b.udiv(rem, const(I64, n))
                 for arg, c in zip(block.args, reversed(coords)):
@@ -364,9 +371,9 @@ class KernelCodegen:
             return
 
         def nest(d: int) -> None:
-            n = ranges[d]
+            n = ranges[d]  # an int, or an LLVM value (an extent known at the launch)
             start = lo if (d == 0 and lo is not None) else const(I64, 0)
-            stop = hi if (d == 0 and hi is not None) else const(I64, n)
+            stop = hi if (d == 0 and hi is not None) else n if isinstance(n, ir.Value) else const(I64, n)
             if d < len(ranges) - 1:
                 def outer(i):
                     self.vals[block_args[d]] = i
@@ -391,9 +398,11 @@ class KernelCodegen:
 
         nest(0)
 
-    def width_for(self, n: int) -> int:
+    def width_for(self, n) -> int:
+        """The vector width of a loop over n (an int, or an extent known at
+        the launch: vector steps then a scalar tail, whatever it is)."""
         w = self.vector_width
-        return w if n >= w else 1
+        return w if not isinstance(n, int) or n >= w else 1
 
     # ---- op emission -------------------------------------------------------
     def emit_ops(self, ops, width: int) -> None:
@@ -600,7 +609,7 @@ class KernelCodegen:
         return b.select(ok, j, zero)
 
     def emit_map(self, op: L.MapOp) -> None:
-        ranges = A.ints(op.ranges)
+        ranges = [n if isinstance(n, int) else self.vals[n] for n in op.extents()]
         body = [o for o in op.body.block.ops if not isinstance(o, L.YieldOp)]
         for red, (m, v) in self.row_plan.items():
             if m is op and red in self.row_rows:
@@ -608,7 +617,8 @@ class KernelCodegen:
         lo = hi = None
         if self.split_map:
             lo, hi = self.fn.args[0], self.fn.args[1]
-            hi = self.b.select(self.b.icmp_signed("<", hi, const(I64, ranges[0])), hi, const(I64, ranges[0]))
+            n0 = ranges[0] if isinstance(ranges[0], ir.Value) else const(I64, ranges[0])
+            hi = self.b.select(self.b.icmp_signed("<", hi, n0), hi, n0)
         args = list(op.body.block.args)
 
         def loops():
@@ -701,8 +711,8 @@ class KernelCodegen:
         st = self.strides[buf]
         if all(c == 0 for c in coef):
             return 0
-        if all(isinstance(s, ir.Constant) for s in st):
-            return sum(c * s.constant for c, s in zip(coef, st))
+        if all(isinstance(s, ir.Constant) for c, s in zip(coef, st) if c):
+            return sum(c * s.constant for c, s in zip(coef, st) if c)
         b = self.b
         acc = const(I64, 0)
         for c, s in zip(coef, st):

@@ -179,3 +179,81 @@ def test_kernels_of_one_body_run_the_interpreter_too():
     final, _ = lower(module, "cpu", ["C"] * len(inputs))
     assert sum(1 for o in final.walk() if isinstance(o, K.ParamOp)) > 0
     assert_same_value(run_module(final, inputs)[0], fill(x, w))
+
+
+# ---- sizes: a loop over shrinking slices --------------------------------------------------
+def correlation(data):
+    n = data.shape[1]
+    c = np.zeros((n, n))
+    for i in range(n):
+        c[i, i] = 1.0
+        c[i + 1:, i] = c[i, i + 1:] = data[:, i] @ data[:, i + 1:]
+    return c
+
+
+def test_a_loop_over_shrinking_slices_shares_its_bodies():
+    """The classic correlation loop: each iteration's slices are one shorter,
+    so its kernels differ in sizes too; they share bodies whose extents and
+    buffer shapes come with the launch (12 iterations, 5 bodies)."""
+    data = np.random.default_rng(6).random((30, 12))
+    f = lowering.compile(correlation)
+    assert_same_value(f(data), correlation(data))
+    out = lowering.explain(correlation)(data)
+    assert out.kernel_bodies <= 5 < out.kernel_count
+    assert f.stats["kernel_bodies"] == out.kernel_bodies
+
+
+def test_the_kernel_level_shows_dynamic_sizes():
+    from lowering.pipeline import lower
+    from tests.passes.test_levels_interpreted import graph_inputs
+
+    module, inputs = graph_inputs(correlation, (np.random.default_rng(7).random((10, 6)),))
+    text = str(lower(module, "cpu", ["C"])[0])
+    assert "memref.cast" in text and "memref<?x?xf64>" in text
+    assert f"loop.map [{L_DYN}] sizes(" in text
+
+
+L_DYN = -9223372036854775808  # DYN, as the kernel level prints it
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 9), extra=st.integers(0, 5), step=st.sampled_from([1, 2]),
+       dtype=st.sampled_from([np.float64, np.float32, np.int32]),
+       layout=st.sampled_from(["C", "F", "strided"]))
+def test_shrinking_slices_equal_numpy(n, extra, step, dtype, layout):
+    """Rows of shrinking length (down to empty), read from C, F and strided
+    inputs, every dtype class: the shared bodies give numpy's answer."""
+    rng = np.random.default_rng(n * 31 + extra)
+    base = (rng.standard_normal((n, (n + extra) * step)) * 10).astype(dtype)
+    x = {"C": np.ascontiguousarray(base[:, ::step]), "F": np.asfortranarray(base[:, ::step]),
+         "strided": base[:, ::step]}[layout]
+
+    def tri(x):
+        out = np.zeros_like(x)
+        for i in range(n):
+            out[i, i:] = x[i, i:] * 2 + i
+        return out
+
+    assert_same_value(lowering.compile(tri)(x), tri(x))
+
+
+def test_large_kernels_keep_their_sizes():
+    """Kernels over more than SHARE_SIZES_MAX_ELEMENTS elements share only
+    with kernels of their own sizes: no dynamic extent, no cast."""
+    from passes.share_kernels import SHARE_SIZES_MAX_ELEMENTS
+    from lowering.pipeline import lower
+    from tests.passes.test_levels_interpreted import graph_inputs
+
+    rows = SHARE_SIZES_MAX_ELEMENTS // 256 + 8
+
+    def halves(x):
+        out = np.zeros_like(x)
+        for i in range(2):
+            out[i * 8:] = x[i * 8:] * 3.0 + i
+        return out
+
+    x = np.random.default_rng(8).random((rows, 256))
+    assert_same_value(lowering.compile(halves)(x), halves(x))
+    module, inputs = graph_inputs(halves, (x,))
+    text = str(lower(module, "cpu", ["C"])[0])
+    assert "memref.cast" not in text and str(L_DYN) not in text
