@@ -3,7 +3,8 @@
 Environment:
   LOWERING_LOGS=graph,guards,recompiles,graph_breaks   log channels (or "all"; also passes:
                                                        each pass's time, perf: every stage's
-                                                       time, emission and JIT included)
+                                                       time, emission and JIT included; cache:
+                                                       the on-disk cache's hits and writes)
   LOWERING_RECOMPILE_LIMIT=8                           recompiles before eager
   LOWERING_BACKEND=cpu                                 default backend (cpu | numpy)
   LOWERING_PARTITION=min_cut                           forward/backward cut (min_cut | save_all)
@@ -12,6 +13,9 @@ Environment:
   LOWERING_THREADS=n                                   kernel threads (default: all cores)
   LOWERING_VECTOR_BITS=256                             vectorize for this SIMD width (128 | 256
                                                        | 512; default: the host's)
+  LOWERING_CACHE=0                                     no on-disk compile cache (runtime/disk_cache.py)
+  LOWERING_CACHE_DIR=path                              its directory (default $XDG_CACHE_HOME/lowering,
+                                                       else ~/.cache/lowering)
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import logging
 import os
 from dataclasses import dataclass, field, fields
 
-LOG_CHANNELS = ("graph", "guards", "recompiles", "graph_breaks", "passes", "perf")
+LOG_CHANNELS = ("graph", "guards", "recompiles", "graph_breaks", "passes", "perf", "cache")
 
 
 @dataclass

@@ -43,7 +43,7 @@ from passes.strength_reduce import StrengthReduce
 from runtime import cpu
 from runtime.guards import layout_class
 
-from .backends import cpu_backend, numpy_backend
+from .backends import cpu_backend, cpu_cache, numpy_backend
 from .config import config, logger
 
 __all__ = ["context", "tensor_passes", "lower_passes", "pipeline", "run_passes", "lower",
@@ -150,6 +150,7 @@ def clear_programs() -> None:
     again): for tests that change a compile-time setting."""
     with _PROGRAMS_LOCK:
         _PROGRAMS.clear()
+    cpu_cache.suspend()  # (nor from disk: the setting changed may not be in its key)
 
 
 def compile_segment(module: ModuleOp, backend: str = "numpy",
@@ -171,7 +172,7 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
         if has_backward(module):
             prog = PartitionedProgram(module, backend, layouts, partition, cache_key.ir)
         else:
-            prog = _compile_segment(module, backend, layouts)
+            prog = _compile_segment(module, backend, layouts, cache_key)
         logger("perf").debug("compile (%s): %.2f ms", backend, (time.perf_counter() - t0) * 1e3)
         with _PROGRAMS_LOCK:
             first = _PROGRAMS.get(cache_key)
@@ -183,9 +184,16 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     return prog
 
 
-def _compile_segment(module: ModuleOp, backend: str, layouts: list[str] | None) -> Callable:
+def _compile_segment(module: ModuleOp, backend: str, layouts: list[str] | None,
+                     key: ProgramKey | None = None) -> Callable:
+    disk = None  # the CPU program's entry in the on-disk cache (backends/cpu_cache.py)
+    if backend == "cpu" and key is not None:
+        disk = cpu_cache.find(module, key.ir, key.layouts, key.partition,
+                              pipeline(backend, key.layouts))
+        if disk is not None and disk.program is not None:
+            return disk.program
     final, report = lower(module, backend, layouts or ())
-    return emit(final, backend, report)
+    return emit(final, backend, report) if disk is None else disk.build(final, report)
 
 
 class PartitionedProgram:

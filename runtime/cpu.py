@@ -110,6 +110,12 @@ def _engine_get():
     return _engine
 
 
+# what LLVM did in this process: modules of kernels compiled (-O3 and
+# machine code, JIT or object file), native entries compiled
+# (runtime/native.py), object files linked in (the on-disk cache's entries)
+COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0}
+
+
 def optimize(ir_text: str):
     tm = target_machine()
     mod = llvm.parse_assembly(ir_text)
@@ -128,14 +134,53 @@ def optimize(ir_text: str):
     return mod
 
 
-def jit(ir_text: str, names: list[str]) -> dict[str, int]:
-    """Compile LLVM IR into the process engine; addresses of `names`."""
+def jit(ir_text: str, names: list[str], what: str = "kernel_modules") -> dict[str, int]:
+    """Compile LLVM IR into the process engine; addresses of `names`
+    (`what` it is, for COUNTS)."""
     mod = optimize(ir_text)
     with _lock:
+        COUNTS[what] += 1
         ee = _engine_get()
         ee.add_module(mod)
         ee.finalize_object()
         return {n: ee.get_function_address(n) for n in names}
+
+
+def compile_object(ir_text: str) -> bytes:
+    """LLVM IR to an object file for the process's target machine: what
+    `jit` would run, as bytes to keep (`load_object` runs them)."""
+    mod = optimize(ir_text)
+    COUNTS["kernel_modules"] += 1
+    return target_machine().emit_object(mod)
+
+
+# object files loaded, by the tag their loader gave: the addresses of their
+# functions (an object's symbols are defined once per process)
+_objects: dict[str, dict[str, int]] = {}
+
+
+def loaded_object(tag: str) -> dict[str, int] | None:
+    return _objects.get(tag)
+
+
+def load_object(data: bytes, names: list[str], tag: str) -> dict[str, int]:
+    """Link an object file (from `compile_object`) into the process engine:
+    the addresses of its functions `names`. Its calls into libm and the C
+    library resolve against the process, as JIT-compiled code's do. A name
+    the object does not define is a ValueError. `tag` names the object (its
+    symbols' owner): loading a tag twice returns the first load's addresses."""
+    with _lock:
+        addrs = _objects.get(tag)
+        if addrs is None:
+            ee = _engine_get()
+            ee.add_object_file(llvm.ObjectFileRef.from_data(data))
+            ee.finalize_object()
+            COUNTS["objects_loaded"] += 1
+            addrs = _objects[tag] = {n: ee.get_function_address(n) for n in names}
+    missing = [n for n in names if not addrs.get(n)]
+    if missing:
+        raise ValueError(f"the object file defines no function {missing[0]!r}")
+    return addrs
 
 
 # compiled kernels, process-wide: a kernel's body key (its text without its

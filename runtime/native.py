@@ -182,4 +182,4 @@ class NativeEntry:
 
 
 def jit_entry(ir_text: str, name: str) -> int:
-    return cpu.jit(ir_text, [name])[name]
+    return cpu.jit(ir_text, [name], "entry_modules")[name]

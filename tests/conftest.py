@@ -1,4 +1,4 @@
-"""Hypothesis profiles for the whole suite.
+"""Hypothesis profiles for the whole suite, and its compile cache directory.
 
 - "ci" (the default): a fixed seed (`derandomize=True`, so every run checks the
   same examples and a failure reproduces), modest example counts, no deadline
@@ -13,10 +13,20 @@ deepens them all.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 
 # the verifier runs after every pass in tests (set before lowering is imported)
 os.environ.setdefault("LOWERING_VERIFY", "1")
+
+# the on-disk compile cache stays on (every compile writes its entry, as a
+# user's would) in a directory of the session's own, never the user's cache;
+# subprocesses the tests start inherit it
+_CACHE_DIR = tempfile.mkdtemp(prefix="lowering-test-cache-")
+os.environ["LOWERING_CACHE_DIR"] = _CACHE_DIR
+atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
 from hypothesis import HealthCheck, settings  # noqa: E402
 

@@ -40,8 +40,9 @@ from pathlib import Path
 # the project's own knobs (lowering/config.py, runtime/cpu.py), read when
 # lowering is imported: main() sets them first (importing this module does
 # not, so that a test session importing it keeps its own environment)
+# (the on-disk compile cache off: every program compiled here, none read back)
 PINNED_ENV = {"LOWERING_VECTOR_BITS": "256", "LOWERING_THREADS": "4",
-              "LOWERING_PARTITION": "min_cut", "LOWERING_BACKEND": "cpu"}
+              "LOWERING_PARTITION": "min_cut", "LOWERING_BACKEND": "cpu", "LOWERING_CACHE": "0"}
 
 BASELINE = Path(__file__).with_name("process_replay_baseline.json")
 STAGES = ("kernel", "llvm")

@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 PROGRAM = textwrap.dedent(
@@ -18,9 +19,11 @@ PROGRAM = textwrap.dedent(
 
 
 def run(logs: str) -> str:
-    env = dict(os.environ, LOWERING_LOGS=logs)
-    p = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True,
-                       timeout=120)
+    """The program's log, its segments compiled afresh (an empty compile cache)."""
+    with tempfile.TemporaryDirectory(prefix="lowering-test-cache-") as cache:
+        env = dict(os.environ, LOWERING_LOGS=logs, LOWERING_CACHE_DIR=cache)
+        p = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True,
+                           text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     return p.stderr
 

@@ -228,48 +228,145 @@ class ExternStep:
 Step = AllocStep | KernelStep | ExternStep
 
 
+# ---- the program's plan: its steps as data ---------------------------------
+# What a CpuProgram is made of, read off the kernel-level module once: plain
+# values (and, for an extern numpy runs, its op), so that the on-disk cache
+# (cpu_cache.py) keeps a program as its plan and its kernels' object code, and
+# a new process rebuilds it without the passes or a parse of the module.
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """A kernel launch: `name` (the kernel's, the key of its function),
+    `body` the number of its body among the program's distinct bodies
+    (`body_key`: kernels with one number share one function), the slots of
+    its buffers, its work and threads, its parameters' bits and its index
+    checks' (axis, size)."""
+    name: str
+    body: int
+    bufs: tuple[int, ...]
+    work: int
+    threads: int
+    params: tuple[int, ...]
+    checks: tuple[tuple[int, int], ...]
+
+    def scalars(self):
+        """`launch_scalars`, from the plan."""
+        if not self.params and not self.checks:
+            return None
+        return (ctypes.c_int64 * (SCALAR_PARAMS + len(self.params)))(0, 0, *self.params)
+
+
+@dataclass(frozen=True)
+class ExternPlan:
+    """A routine on the buffers in `args` (inputs, then outputs): BLAS
+    `matmul` (`transposed` operands, `flops`), or numpy running `op`, the
+    `loop.extern` that computes a tensor-level op."""
+    fn: str
+    args: tuple[int, ...]
+    n_inputs: int
+    transposed: tuple[bool, bool] = (False, False)
+    flops: int = 0
+    op: L.ExternOp | None = None
+
+
+@dataclass(frozen=True)
+class ProgramPlan:
+    n_inputs: int
+    steps: tuple[AllocStep | KernelPlan | ExternPlan, ...]
+    outputs: tuple[int, ...]
+
+
+def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.KernelOp], dict[str, tuple]]:
+    """The plan of a kernel-level module, its kernels by name, and each
+    kernel's body key (`body_key`) by name."""
+    f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
+    args = f.body.blocks[0].args
+    slots: dict = {a: i for i, a in enumerate(args)}
+    steps: list = []
+    kernels: dict[str, K.KernelOp] = {}
+    keys: dict[str, tuple] = {}
+    bodies: dict[tuple, int] = {}
+    outputs: tuple[int, ...] = ()
+    for op in f.body.blocks[0].ops:
+        if isinstance(op, memref.AllocOp):
+            t = op.memref.type
+            slots[op.memref] = len(slots)
+            steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
+        elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
+            slots[op.dest] = slots[op.source]
+        elif isinstance(op, K.KernelOp):
+            name = op.sym_name.data
+            kernels[name] = op
+            keys[name] = body_key(op)
+            steps.append(kernel_plan(op, slots, bodies.setdefault(keys[name], len(bodies))))
+        elif isinstance(op, L.ExternOp):
+            steps.append(extern_plan(op, slots))
+        elif isinstance(op, func.ReturnOp):
+            outputs = tuple(slots[v] for v in op.arguments)
+    return ProgramPlan(len(args), tuple(steps), outputs), kernels, keys
+
+
+def kernel_plan(k: K.KernelOp, slots, body: int) -> KernelPlan:
+    table = tuple((o.axis.value.data, o.size.value.data) for o in k.body.walk()
+                  if isinstance(o, L.IndexOp))
+    return KernelPlan(k.sym_name.data, body, tuple(slots[b] for b in k.buffers), k.work.value.data,
+                      k.threads.value.data, tuple(param_bits(k)), table)
+
+
+def extern_plan(op: L.ExternOp, slots) -> ExternPlan:
+    n = op.num_inputs.value.data
+    args = tuple(slots[b] for b in op.buffers)
+    if op.fn.data.startswith("matmul"):
+        flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
+        out_t = op.buffers[-1].type
+        k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
+        flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
+        return ExternPlan(op.fn.data, args, n, (flags[0] == "t", flags[1] == "t"), flops)
+    return ExternPlan(op.fn.data, args, n, op=op)
+
+
+def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
+    """The routine of an extern step, and the constant it makes (an array
+    constant's extern), if any."""
+    if e.op is None:
+        return blas.matmul(*e.transposed, e.flops), None
+    inner = e.op.computed()
+    rule = numpy_backend.RULES[type(inner)](inner)
+    constant = rule() if e.fn == "numpy:array.constant" else None
+
+    def run(*arrs, rule=rule, k=e.n_inputs, m=len(e.args) - e.n_inputs):
+        res = rule(*arrs[:k])  # a tuple where the op has several results
+        for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
+            buf[...] = r
+    return run, constant
+
+
 class CpuProgram:
-    def __init__(self, loop_module: ModuleOp, n_inputs: int):
-        f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
-        self._fns = self._compile(loop_module)
-        slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
+    """A program's steps over buffer slots, from its plan and the address of
+    each kernel's function (by kernel name)."""
+
+    def __init__(self, plan: ProgramPlan, addresses: dict[str, int]):
+        self.plan = plan
+        self._fns = {name: cpu.KERNEL_TYPE(a) for name, a in addresses.items()}
+        self.kernel_bodies = len({st.body for st in plan.steps if isinstance(st, KernelPlan)})
+        self.llvm_ir = ""  # the LLVM IR this program JIT-compiled (`compile_kernels`)
         steps: list[Step] = []
         constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
-        for op in f.body.blocks[0].ops:
-            if isinstance(op, memref.AllocOp):
-                t = op.memref.type
-                slots[op.memref] = len(slots)
-                steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
-            elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
-                slots[op.dest] = slots[op.source]
-            elif isinstance(op, K.KernelOp):
-                steps.append(self._kernel_step(op, slots))
-            elif isinstance(op, L.ExternOp):
-                ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
-                outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
-                if op.fn.data.startswith("matmul"):
-                    flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
-                    out_t = op.buffers[-1].type
-                    k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
-                    flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
-                    run = blas.matmul(flags[0] == "t", flags[1] == "t", flops)
-                else:
-                    inner = op.computed()
-                    rule = numpy_backend.RULES[type(inner)](inner)
-                    if op.fn.data == "numpy:array.constant":
-                        constants[len(steps)] = rule()
-
-                    def run(*arrs, rule=rule, k=len(ins), m=len(outs)):
-                        res = rule(*arrs[:k])  # a tuple where the op has several results
-                        for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
-                            buf[...] = r
-                steps.append(ExternStep(run, ins + outs))
-            elif isinstance(op, func.ReturnOp):
-                self.outputs = tuple(slots[v] for v in op.arguments)
+        for st in plan.steps:
+            if isinstance(st, KernelPlan):
+                steps.append(self._kernel_step(st))
+            elif isinstance(st, ExternPlan):
+                run, constant = extern_run(st)
+                if constant is not None:
+                    constants[len(steps)] = constant
+                steps.append(ExternStep(run, st.args))
+            else:
+                steps.append(st)
+        self.outputs = plan.outputs
         steps = hoist_constants(steps, constants, self.outputs)
         self.steps = steps
-        self.n_slots = len(slots)
-        self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
+        self.n_slots = plan.n_inputs + sum(isinstance(st, AllocStep) for st in plan.steps)
+        self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs)
         self.steps = static_buffers(steps, self.outputs)
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
@@ -278,36 +375,11 @@ class CpuProgram:
         self._lock = threading.Lock()
         self.collector = errors.Collector()  # the flags of numpy externs
 
-    def _compile(self, loop_module: ModuleOp) -> dict[str, object]:
-        """Each kernel's function: one per distinct body, compiled once per
-        process (`cpu.kernel_cache`); those not compiled yet are JIT-compiled
-        together (this program's LLVM IR, `llvm_ir`)."""
-        kernels = [op for op in loop_module.walk() if isinstance(op, K.KernelOp)]
-        keys = {k: body_key(k) for k in kernels}
-        todo: dict[tuple, K.KernelOp] = {}
-        for k in kernels:
-            if cpu.compiled_kernel(keys[k]) is None:
-                todo.setdefault(keys[k], k)
-        self.llvm_ir = ""
-        self.kernel_bodies = len(set(keys.values()))
-        if todo:
-            names = {key: k.sym_name.data for key, k in todo.items()}
-            prefix = f"p{next(_ids)}_"
-            text, emitted = emit_llvm(loop_module, prefix, list(todo.values()))
-            self.llvm_ir = text
-            addrs = cpu.jit(text, [k.sym_name.data for k in emitted])
-            for key, k in zip(todo, emitted):
-                cpu.remember_kernel(key, addrs[k.sym_name.data])
-                k.sym_name = StringAttr(names[key])
-        return {k.sym_name.data: cpu.KERNEL_TYPE(cpu.compiled_kernel(keys[k])) for k in kernels}
-
-    def _kernel_step(self, k: K.KernelOp, slots) -> KernelStep:
-        fn = self._fns[k.sym_name.data]
-        bufs = tuple(slots[b] for b in k.buffers)
-        ptrs = (ctypes.c_void_p * max(len(bufs), 1))()
-        scalars = launch_scalars(k)
-        return KernelStep(fn, bufs, k.work.value.data, k.threads.value.data, ptrs,
-                          index_checks(k, scalars), scalars)
+    def _kernel_step(self, k: KernelPlan) -> KernelStep:
+        ptrs = (ctypes.c_void_p * max(len(k.bufs), 1))()
+        scalars = k.scalars()
+        checks = IndexChecks(list(k.checks), scalars) if k.checks else None
+        return KernelStep(self._fns[k.name], k.bufs, k.work, k.threads, ptrs, checks, scalars)
 
     def __call__(self, inputs):
         # the launch argument arrays are shared state: one call at a time
@@ -492,10 +564,37 @@ def merged_report(report, kernel_module: ModuleOp):
     return LoweringReport(kernels, report.refused)
 
 
+def compile_kernels(loop_module: ModuleOp, kernels: dict[str, K.KernelOp],
+                    keys: dict[str, tuple]) -> tuple[dict[str, int], str]:
+    """Each kernel's function address: one function per distinct body
+    (`keys`: each kernel's `body_key`), compiled once per process
+    (`cpu.compiled_kernel`); those not compiled yet are JIT-compiled
+    together. The LLVM IR compiled ("" if none)."""
+    todo: dict[tuple, K.KernelOp] = {}
+    for name, key in keys.items():
+        if cpu.compiled_kernel(key) is None:
+            todo.setdefault(key, kernels[name])
+    text = ""
+    if todo:
+        names = {key: k.sym_name.data for key, k in todo.items()}
+        prefix = f"p{next(_ids)}_"
+        text, emitted = emit_llvm(loop_module, prefix, list(todo.values()))
+        addrs = cpu.jit(text, [k.sym_name.data for k in emitted])
+        for key, k in zip(todo, emitted):
+            cpu.remember_kernel(key, addrs[k.sym_name.data])
+            k.sym_name = StringAttr(names[key])
+    return {name: cpu.compiled_kernel(key) for name, key in keys.items()}, text
+
+
 def build(kernel_module: ModuleOp, report) -> CpuProgram:
     """The program of a kernel-level module (the pipeline's last level for
     this backend); `report` is lower-to-loop's, for `explain`."""
-    f = next(op for op in kernel_module.ops if isinstance(op, func.FuncOp))
-    prog = CpuProgram(kernel_module, len(f.body.blocks[0].args))
-    prog.report = merged_report(report, kernel_module)
+    plan, kernels, keys = program_plan(kernel_module)
+    addresses, text = compile_kernels(kernel_module, kernels, keys)
+    return program(plan, addresses, merged_report(report, kernel_module), text)
+
+
+def program(plan: ProgramPlan, addresses: dict[str, int], report, llvm_ir: str = "") -> CpuProgram:
+    prog = CpuProgram(plan, addresses)
+    prog.report, prog.llvm_ir = report, llvm_ir
     return prog
