@@ -29,6 +29,7 @@ def flat_positional(treedef: Any, n: int) -> bool:
 
 def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -> Callable | None:
     from runtime import cpu, errors
+    from runtime.guards import render_checks
     from runtime.memory import POOL, PAGE
 
     from .backends.cpu_backend import AllocStep, CpuProgram, KernelStep
@@ -56,12 +57,9 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
                           "check": errors.check, "collector": prog.collector}
     # the entry's guards, inlined (flat positional arguments: the structure
     # check is the argument count; no mutation: no overlap check)
-    conds = [f"len(L) == {n}"]
-    for c in guards.checks:
-        if c.where != "L":
-            return None
-        ns.update(c.constants())
-        conds.append(c.expr())
+    if any(c.where != "L" for c in guards.checks):
+        return None
+    conds = [f"len(L) == {n}"] + render_checks(guards.checks, ns)
     lines = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
     for i, b in enumerate(seg.bindings):
         if not isinstance(b, int):
@@ -161,21 +159,14 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     from runtime.memory import PAGE, POOL
 
     from .backends.cpu_backend import AllocStep, KernelStep
-    from .codegen.entry import FLAG_VALUES, Alloc, ArgCheck, EntrySpec, Launch, entry_ir
+    from .codegen.entry import FLAG_VALUES, Alloc, EntrySpec, Launch, arg_checks, entry_ir
 
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
-    keep: list = [pool_empty]
-    checks = []
-    for c in guards.checks:
-        if c.kind != "array" or c.where != "L":
-            return None
-        dt, shape, layout, writeable = c.expected
-        canon = np.dtype(dt.type)
-        if canon != dt:  # byte-swapped, structured, flexible
-            return None
-        keep.append(canon)
-        checks.append(ArgCheck(c.index, id(canon), tuple(shape),
-                               layout if isinstance(layout, str) else tuple(layout[1]), writeable))
+    derived = arg_checks(guards.checks)
+    if derived is None:
+        return None
+    checks, descrs = derived
+    keep: list = [pool_empty, *descrs]
     if guards.no_overlap or sorted(c.arg for c in checks) != list(range(n)):
         return None
     if any(scalar for _, scalar in outs):
