@@ -17,7 +17,18 @@ from typing import Any
 import numpy as np
 
 from runtime.errors import FloatingPointFlags
-from runtime.guards import Check, GuardSet, layout_class, layout_of
+from runtime.guards import (
+    ArrayCheck,
+    Check,
+    GuardSet,
+    IdentityCheck,
+    LenCheck,
+    SameAsCheck,
+    TypeCheck,
+    ValueCheck,
+    layout_class,
+    layout_of,
+)
 
 from . import pytree
 from .capture.conversions import constructors_capture
@@ -540,24 +551,23 @@ class CompiledFunction:
             name = names[i] if i < len(names) else f"arg{i}"
             if isinstance(x, np.ndarray):
                 if id(x) in first:
-                    checks.append(Check("L", i, name, "alias", first[id(x)]))
+                    checks.append(SameAsCheck("L", i, name, "L", first[id(x)]))
                     continue
                 first[id(x)] = i
                 array_leaves.append(i)
-                checks.append(Check("L", i, name, "array",
-                                    (x.dtype, x.shape, layout_of(x), x.flags.writeable)))
+                checks.append(_array_check("L", i, name, x))
             elif isinstance(x, np.generic):
-                checks.append(Check("L", i, name, "generic", type(x)))
+                checks.append(TypeCheck("L", i, name, type(x), "scalar"))
             elif isinstance(x, float):
-                checks.append(Check("L", i, name, "float"))
+                checks.append(TypeCheck("L", i, name, float, "float"))
             elif x is None or isinstance(x, (bool, int, str, bytes)):
-                checks.append(Check("L", i, name, "value", x))
+                checks.append(ValueCheck("L", i, name, x))
             elif isinstance(x, state_mod.GENERATORS) or state_mod._is_user_object(x):
                 # read through the walk: its type decides its methods, its
                 # contents are guarded by path
-                checks.append(Check("L", i, name, "type", type(x)))
+                checks.append(TypeCheck("L", i, name, type(x)))
             else:
-                checks.append(Check("L", i, name, "identity", x))
+                checks.append(IdentityCheck("L", i, name, x))
         # containers whose length matters: on the path of a value read, or
         # rewritten whole (a list only appended to or items set need no length)
         sized: set[int] = set()
@@ -575,27 +585,32 @@ class CompiledFunction:
             if kind == "array":
                 f = first.get(id(x))
                 if f is not None and f >= 0:  # the same array as an argument
-                    checks.append(Check("G", k, label, "is_leaf", f))
+                    checks.append(SameAsCheck("G", k, label, "L", f))
                     continue
                 if f is not None:  # the same array as another path
-                    checks.append(Check("G", k, label, "alias", -1 - f))
+                    checks.append(SameAsCheck("G", k, label, "G", -1 - f))
                     continue
                 first[id(x)] = -1 - k
                 g_arrays.append(k)
-                checks.append(Check("G", k, label, "array",
-                                    (x.dtype, x.shape, layout_of(x), x.flags.writeable)))
+                checks.append(_array_check("G", k, label, x))
             elif kind == "scalar":
-                checks.append(Check("G", k, label, "value", x))
+                checks.append(ValueCheck("G", k, label, x))
             elif kind in ("callable",):
-                checks.append(Check("G", k, label, "identity", x))
+                checks.append(IdentityCheck("G", k, label, x))
             elif kind in ("object", "generator"):
-                checks.append(Check("G", k, label, "type", type(x)))
+                checks.append(TypeCheck("G", k, label, type(x)))
             elif kind in ("dict", "list", "tuple"):
-                checks.append(Check("G", k, label, "type", type(x)))
+                checks.append(TypeCheck("G", k, label, type(x)))
                 if j in sized or j in replaced:
-                    checks.append(Check("G", k, label, "len", len(x)))
+                    checks.append(LenCheck("G", k, label, len(x)))
         return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves,
                         g_arrays)
+
+
+def _array_check(where: str, index: int, name: str, x: np.ndarray) -> ArrayCheck:
+    """The guard on an array as traced: its dtype, every size, its layout
+    and, where it was writeable, that it still is."""
+    return ArrayCheck(where, index, name, x.dtype, x.shape, layout_of(x), x.flags.writeable)
 
 
 class _StandIns:

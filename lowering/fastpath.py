@@ -28,17 +28,47 @@ def flat_positional(treedef: Any, n: int) -> bool:
 
 
 def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -> Callable | None:
-    from runtime import cpu, errors
-    from runtime.memory import POOL, PAGE
-
-    from .backends.cpu_backend import AllocStep, CpuProgram, KernelStep
+    """The entry's cached call as one generated function (or, where it
+    applies, a native builtin in front of it); None where the entry is not
+    plain enough: see the module's docstring."""
+    from runtime import native
 
     n = len(leaves)
     plan = trace.plan
-    if (not isinstance(prog, CpuProgram) or n_globals or trace.breaks or plan.writebacks
-            or not flat_positional(treedef, n) or len(trace.segments) != 1):
+    if not _plain(trace, prog, treedef, n, n_globals) or any(c.where != "L" for c in guards.checks):
         return None
     seg = trace.segments[0]
+    outs = _outputs(plan, prog)
+    body = _FastBody(prog)
+    if outs is None or not body.bind(seg.bindings, leaves):
+        return None
+    ret = body.result(outs, plan.treedef)
+    if ret is None:
+        return None
+    body.run_steps()
+    fast = body.compile(guards, n, ret)
+    if native.enabled():
+        entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast)
+        if entry is not None:
+            return entry
+    return fast
+
+
+def _plain(trace, prog, treedef, n: int, n_globals: int) -> bool:
+    """A CPU program of one graph, called with flat positional arguments,
+    reading no Python state and writing nothing back."""
+    from .backends.cpu_backend import CpuProgram
+
+    return (isinstance(prog, CpuProgram) and not n_globals and not trace.breaks
+            and not trace.plan.writebacks and flat_positional(treedef, n)
+            and len(trace.segments) == 1)
+
+
+def _outputs(plan, prog) -> list | None:
+    """(slot, scalar conversion) per result, or None unless every result is
+    a distinct buffer the program allocates (returned as it is)."""
+    from .backends.cpu_backend import AllocStep
+
     alloc_slots = {st.slot for st in prog.steps if isinstance(st, AllocStep)}
     outs = []
     for leaf in plan.leaves:
@@ -50,102 +80,137 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
         outs.append((slot, leaf[3]))
     if len({s for s, _ in outs}) != len(outs) or len(prog.outputs) != len(set(prog.outputs)):
         return None
-    ns: dict[str, Any] = {"MISS": MISS, "np": np, "ndarray": np.ndarray,
-                          "asarray": np.asarray, "f64": np.float64, "lock": prog._lock,
-                          "launch": cpu.launch, "pool_empty": POOL.empty, "empty": np.empty,
-                          "check": errors.check, "collector": prog.collector}
-    # the entry's guards, inlined (flat positional arguments: the structure
-    # check is the argument count; no mutation: no overlap check)
-    conds = [f"len(L) == {n}"]
-    for c in guards.checks:
-        if c.where != "L":
-            return None
-        ns.update(c.constants())
-        conds.append(c.expr())
-    lines = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
-    for i, b in enumerate(seg.bindings):
-        if not isinstance(b, int):
-            return None
-        x = leaves[b]
-        if isinstance(x, float):
-            lines.append(f"    v{i} = asarray(L[{b}], f64)")
-        elif isinstance(x, np.generic):
-            lines.append(f"    v{i} = asarray(L[{b}])")
-        else:
-            lines.append(f"    v{i} = L[{b}]")
-    lines.append("    with lock:")
-    fl = "fl ="  # the IEEE exceptions raised (MXCSR bits): assigned, then or-ed
-    for k, st in enumerate(prog.steps):
-        if isinstance(st, AllocStep) and st.static is not None:  # the program's own buffer
-            ns[f"S{k}"] = st.static
-            lines.append(f"        v{st.slot} = S{k}")
-        elif isinstance(st, AllocStep):
-            slot, shape, dtype = st.slot, st.shape, st.dtype
-            ns[f"D{k}"] = np.dtype(dtype)
-            nbytes = np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64))
-            alloc = "pool_empty" if nbytes >= PAGE else "empty"
-            lines.append(f"        v{slot} = {alloc}({tuple(shape)!r}, D{k})")
-        elif isinstance(st, KernelStep):
-            fn, bufs, work, threads, ptrs, checks = (st.fn, st.bufs, st.work, st.threads,
-                                                     st.ptrs, st.checks)
-            # one thread: call without releasing the GIL (cheaper for small work)
-            ns[f"K{k}"] = cpu.serial_entry(fn) if threads <= 1 else fn
-            ns[f"P{k}"] = ptrs
-            for j, s in enumerate(bufs):
-                lines.append(f"        P{k}[{j}] = id(v{s})")
-            scalars = str(st.scalars_address)  # (status words and parameters, or None)
-            checked = checks is not None and work > 0
-            if checked:
-                ns[f"C{k}"], ns[f"W{k}"] = checks, checks.status
-                lines.append(f"        W{k}[0] = 0")
-            if work > 0 and threads <= 1:
-                lines.append(f"        {fl} K{k}(0, {work}, P{k}, {scalars})")
-            elif work > 0:
-                lines.append(f"        {fl} launch(K{k}, {work}, P{k}, {scalars}, {threads})")
-            fl = "fl |=" if work > 0 else fl
-            if checked:
-                lines.append(f"        if W{k}[0]: raise C{k}.error()")
-        else:
-            run, idx = st.run, st.args
-            ns[f"X{k}"] = run
-            lines.append("        token = collector.enter()")  # numpy's flags, as it detects them
-            lines.append("        try:")
-            lines.append(f"            X{k}(" + ", ".join(f"v{i}" for i in idx) + ")")
-            lines.append("        finally:")
-            lines.append("            collector.exit(token)")
-            lines.append(f"        {fl} collector.bits")
-            fl = "fl |="
-        for slot in prog.dead_after[k]:
-            lines.append(f"        v{slot} = None")  # back to the pool (memory plan)
-    if fl != "fl =":  # (where kernels or externs ran)
-        lines.append("    if fl:")
-        lines.append("        check(fl)")
-    res = []
-    for slot, scalar in outs:
-        if scalar is True:
-            res.append(f"v{slot}[()]")
-        elif scalar:
-            ns[f"Y{slot}"] = scalar
-            res.append(f"Y{slot}(v{slot}[()])")
-        else:
-            res.append(f"v{slot}")
-    if plan.treedef is None:
-        lines.append(f"    return {res[0]}")
-    elif plan.treedef == (tuple, (None,) * len(res)):
-        lines.append(f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})")
-    else:
-        return None
-    src = "\n".join(lines) + "\n"
-    exec(compile(src, "<lowering fast call>", "exec"), ns)
-    fast = ns["fast"]
-    fast.source = src  # type: ignore[attr-defined]
-    from runtime import native
+    return outs
 
-    if native.enabled():
-        entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast)
-        if entry is not None:
-            return entry
-    return fast
+
+class _FastBody:
+    """The generated fast call's source, line by line, and the namespace of
+    the objects it names (kernels, pointer arrays, buffers, dtypes)."""
+
+    def __init__(self, prog):
+        from runtime import cpu, errors
+        from runtime.memory import POOL
+
+        self.prog = prog
+        self.ns: dict[str, Any] = {
+            "MISS": MISS, "np": np, "asarray": np.asarray, "f64": np.float64,
+            "lock": prog._lock, "launch": cpu.launch, "pool_empty": POOL.empty,
+            "empty": np.empty, "check": errors.check, "collector": prog.collector}
+        self.lines: list[str] = []
+        # the IEEE exceptions raised (MXCSR bits): assigned, then or-ed
+        self.fl = "fl ="
+
+    def bind(self, bindings, leaves: list) -> bool:
+        """The program's inputs from the arguments (a float as a 0-d
+        float64, a numpy scalar as a 0-d array); False where an input is not
+        an argument."""
+        for i, b in enumerate(bindings):
+            if not isinstance(b, int):
+                return False
+            x = leaves[b]
+            if isinstance(x, float):
+                self.lines.append(f"    v{i} = asarray(L[{b}], f64)")
+            elif isinstance(x, np.generic):
+                self.lines.append(f"    v{i} = asarray(L[{b}])")
+            else:
+                self.lines.append(f"    v{i} = L[{b}]")
+        return True
+
+    def run_steps(self) -> None:
+        """The program's steps under its lock, each buffer dropped after its
+        last use, then the IEEE flags checked where anything ran."""
+        from .backends.cpu_backend import AllocStep, KernelStep
+
+        self.lines.append("    with lock:")
+        for k, st in enumerate(self.prog.steps):
+            if isinstance(st, AllocStep):
+                self.alloc(k, st)
+            elif isinstance(st, KernelStep):
+                self.kernel(k, st)
+            else:
+                self.extern(k, st)
+            for slot in self.prog.dead_after[k]:
+                self.lines.append(f"        v{slot} = None")  # back to the pool (memory plan)
+        if self.fl != "fl =":  # (where kernels or externs ran)
+            self.lines += ["    if fl:", "        check(fl)"]
+
+    def alloc(self, k: int, st) -> None:
+        from runtime.memory import PAGE
+
+        if st.static is not None:  # the program's own buffer
+            self.ns[f"S{k}"] = st.static
+            self.lines.append(f"        v{st.slot} = S{k}")
+            return
+        d = self.ns[f"D{k}"] = np.dtype(st.dtype)
+        nbytes = d.itemsize * int(np.prod(st.shape, dtype=np.int64))
+        alloc = "pool_empty" if nbytes >= PAGE else "empty"
+        self.lines.append(f"        v{st.slot} = {alloc}({tuple(st.shape)!r}, D{k})")
+
+    def kernel(self, k: int, st) -> None:
+        from runtime import cpu
+
+        # one thread: call without releasing the GIL (cheaper for small work)
+        self.ns[f"K{k}"] = cpu.serial_entry(st.fn) if st.threads <= 1 else st.fn
+        self.ns[f"P{k}"] = st.ptrs
+        for j, s in enumerate(st.bufs):
+            self.lines.append(f"        P{k}[{j}] = id(v{s})")
+        scalars = str(st.scalars_address)  # (status words and parameters, or None)
+        checked = st.checks is not None and st.work > 0
+        if checked:  # index checks: the status words
+            self.ns[f"C{k}"], self.ns[f"W{k}"] = st.checks, st.checks.status
+            self.lines.append(f"        W{k}[0] = 0")
+        if st.work > 0 and st.threads <= 1:
+            self.lines.append(f"        {self.fl} K{k}(0, {st.work}, P{k}, {scalars})")
+        elif st.work > 0:
+            self.lines.append(f"        {self.fl} launch(K{k}, {st.work}, P{k}, {scalars}, "
+                              f"{st.threads})")
+        self.fl = "fl |=" if st.work > 0 else self.fl
+        if checked:
+            self.lines.append(f"        if W{k}[0]: raise C{k}.error()")
+
+    def extern(self, k: int, st) -> None:
+        """A numpy routine, its floating-point flags collected as numpy
+        detects them."""
+        self.ns[f"X{k}"] = st.run
+        self.lines += ["        token = collector.enter()",
+                       "        try:",
+                       f"            X{k}(" + ", ".join(f"v{i}" for i in st.args) + ")",
+                       "        finally:",
+                       "            collector.exit(token)",
+                       f"        {self.fl} collector.bits"]
+        self.fl = "fl |="
+
+    def result(self, outs: list, treedef) -> str | None:
+        """The return statement: one output, or a flat tuple of them (a 0-d
+        output converted to its scalar); None for another structure."""
+        res = []
+        for slot, scalar in outs:
+            if scalar is True:
+                res.append(f"v{slot}[()]")
+            elif scalar:
+                self.ns[f"Y{slot}"] = scalar
+                res.append(f"Y{slot}(v{slot}[()])")
+            else:
+                res.append(f"v{slot}")
+        if treedef is None:
+            return f"    return {res[0]}"
+        if treedef == (tuple, (None,) * len(res)):
+            return f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})"
+        return None
+
+    def compile(self, guards, n: int, ret: str) -> Callable:
+        """`def fast(*L)`: the entry's guards inlined (flat positional
+        arguments: the structure check is the argument count; no mutation:
+        no overlap check), a miss returning MISS, then the body."""
+        from runtime.guards import render_checks
+
+        conds = [f"len(L) == {n}"] + render_checks(guards.checks, self.ns)
+        head = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
+        src = "\n".join(head + self.lines + [ret]) + "\n"
+        exec(compile(src, "<lowering fast call>", "exec"), self.ns)
+        fast = self.ns["fast"]
+        fast.source = src  # type: ignore[attr-defined]
+        return fast
 
 
 def _same(x):
@@ -161,21 +226,14 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     from runtime.memory import PAGE, POOL
 
     from .backends.cpu_backend import AllocStep, KernelStep
-    from .codegen.entry import FLAG_VALUES, Alloc, ArgCheck, EntrySpec, Launch, entry_ir
+    from .codegen.entry import FLAG_VALUES, Alloc, EntrySpec, Launch, arg_checks, entry_ir
 
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
-    keep: list = [pool_empty]
-    checks = []
-    for c in guards.checks:
-        if c.kind != "array" or c.where != "L":
-            return None
-        dt, shape, layout, writeable = c.expected
-        canon = np.dtype(dt.type)
-        if canon != dt:  # byte-swapped, structured, flexible
-            return None
-        keep.append(canon)
-        checks.append(ArgCheck(c.index, id(canon), tuple(shape),
-                               layout if isinstance(layout, str) else tuple(layout[1]), writeable))
+    derived = arg_checks(guards.checks)
+    if derived is None:
+        return None
+    checks, descrs = derived
+    keep: list = [pool_empty, *descrs]
     if guards.no_overlap or sorted(c.arg for c in checks) != list(range(n)):
         return None
     if any(scalar for _, scalar in outs):

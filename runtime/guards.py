@@ -1,16 +1,67 @@
 """Guards: the conditions under which a compiled entry is valid for a call.
 
-A guard set is data (a list of `Check`s) compiled once into one generated
-Python function for the fast path; when it fails, the same checks are walked
-one by one to say which failed, in Dynamo's words ("'x' size mismatch at index
-0: expected 3, got 4")."""
+One representation, rendered four ways. A guard set is a list of `Check`s,
+each on one value (`where[index]`, named as the user knows it) and of one
+kind (its class: `ArrayCheck`, `TypeCheck`, `ValueCheck`, ...), holding what
+it expects. A check states what it requires once, as an ordered list of
+`Condition`s: Python source over the value, and the reason when it is false.
+From those come
+
+- the guard function: every condition joined by `and`, compiled once
+  (`GuardSet`);
+- the fast call's guard: the same conditions, inlined (`render_checks`, used
+  by `lowering/fastpath.py`);
+- the recompile reason: the reason of the first condition that, evaluated
+  on the value, is false, in Dynamo's words ("'x' size mismatch at index 0:
+  expected 3, got 4"), so a guard and its reason never disagree;
+- the native entry's argument checks: `ArgCheck.of` in
+  `lowering/codegen/entry.py` reads an `ArrayCheck`'s fields.
+
+A new kind of guard is a new `Check` subclass with its conditions: the
+relational size guards of symbolic shapes (`s0 == s1`, `s0 >= 2`) are a
+check whose condition compares the dims where the symbols were bound
+(`L[0].shape[1] == L[1].shape[0]`), rendered, explained and (natively)
+compared like any other.
+
+Values are read by `path_source`, the one renderer of access paths to
+Python source (a call's leaves here, attributes and items of Python state in
+`lowering/capture/sources.py`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+
+def path_source(root: str, steps: tuple = (), ns: dict | None = None) -> str:
+    """Python source reading a value: `root` (source naming an object in
+    scope) then steps — ("a", name) an instance attribute, read through
+    `__dict__` so no property or `__getattr__` runs; ("c", name) a class
+    attribute; ("i", key) an item. A key that is not a literal is bound in
+    `ns` under a name of its own."""
+    s = root
+    for kind, key in steps:
+        if kind == "a":
+            s = f"{s}.__dict__[{_key(key, ns)}]"
+        elif kind == "c":
+            s = f"getattr(type({s}), {key!r})"
+        else:
+            s = f"{s}[{_key(key, ns)}]"
+    return s
+
+
+def _key(key: Any, ns: dict | None) -> str:
+    if type(key) in (str, int, bool) or key is None:
+        return repr(key)
+    if ns is None:
+        raise ValueError(f"the key {key!r} is not a literal: it needs a namespace to be bound in")
+    name = f"_key{id(key)}"
+    ns[name] = key
+    return name
 
 
 def layout_of(a: np.ndarray):
@@ -28,130 +79,258 @@ def layout_class(a: np.ndarray) -> str:
     return lay if isinstance(lay, str) else "strided"
 
 
-@dataclass
+def _layout_text(layout) -> str:
+    return f"{layout}-contiguous" if isinstance(layout, str) else f"strides {layout[1]}"
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition of a check: `expr` is Python source in which `{x}`
+    stands for the value's source (names it needs are the check's
+    `constants()`); `reason(x)` says why x fails it, and is asked only when
+    the condition is false."""
+
+    expr: str
+    reason: Callable[[Any], str]
+
+
+# the names every rendered condition may use besides a check's constants
+BASE_NAMESPACE = {"ndarray": np.ndarray}
+
+
+@dataclass(frozen=True)
 class Check:
-    where: str  # "L" (call leaves) or "G" (globals/closures)
+    """A guard on the value `where[index]` ("L": the call's leaves, "G": the
+    values read through paths of Python state), called `name` in reasons.
+    A subclass is a kind of check: its fields are what it expects, its
+    `conditions()` what it evaluates."""
+
+    where: str
     index: int
     name: str
-    kind: str  # "array" | "generic" | "float" | "value" | "identity" | "alias" | "is_leaf" | "type" | "len"
-    expected: Any = None
 
-    def expr(self) -> str:
-        x = f"{self.where}[{self.index}]"
-        k = self.kind
-        if k == "array":
-            dt, shape, layout, writeable = self.expected
-            # a strided input is guarded by its exact strides: capture decided
-            # views and copies (reshape) from them
-            if layout == "C":
-                lay = f"{x}.flags.c_contiguous"
-            elif layout == "F":
-                lay = f"({x}.flags.f_contiguous and not {x}.flags.c_contiguous)"
-            else:
-                lay = f"{x}.strides == {layout[1]!r}"
-            w = f" and {x}.flags.writeable" if writeable else ""
-            return (f"(type({x}) is ndarray and {x}.dtype == {self.index_name('dt')} and "
-                    f"{x}.shape == {shape!r} and {lay}{w})")
-        if k == "generic":
-            return f"type({x}) is {self.index_name('ty')}"
-        if k == "float":
-            return f"type({x}) is float"
-        if k == "value":
-            return f"(type({x}) is {self.index_name('ty')} and {x} == {self.index_name('v')})"
-        if k == "identity":
-            return f"{x} is {self.index_name('v')}"
-        if k == "alias":
-            return f"{x} is {self.where}[{self.expected}]"
-        if k == "is_leaf":
-            return f"{x} is L[{self.expected}]"
-        if k == "type":
-            return f"type({x}) is {self.index_name('ty')}"
-        if k == "len":
-            return f"len({x}) == {self.expected!r}"
-        raise ValueError(k)
-
-    def index_name(self, what: str) -> str:
-        return f"_{what}_{self.where}{self.index}"
+    def conditions(self) -> list[Condition]:
+        raise NotImplementedError
 
     def constants(self) -> dict[str, Any]:
-        if self.kind == "array":
-            return {self.index_name("dt"): self.expected[0]}
-        if self.kind in ("generic", "type"):
-            return {self.index_name("ty"): self.expected}
-        if self.kind == "value":
-            return {self.index_name("ty"): type(self.expected), self.index_name("v"): self.expected}
-        if self.kind == "identity":
-            return {self.index_name("v"): self.expected}
+        """The objects the conditions name (a dtype, a type, a value)."""
         return {}
 
-    def failure(self, x: Any, other: Any = None) -> str | None:
-        """Why x fails this check, or None."""
-        n = repr(self.name)
-        k = self.kind
-        if k == "array":
-            dt, shape, layout, writeable = self.expected
-            if type(x) is not np.ndarray:
-                return f"{n} type mismatch: expected ndarray, got {type(x).__name__}"
-            if x.dtype != dt:
-                return f"{n} dtype mismatch: expected {dt}, got {x.dtype}"
-            if x.ndim != len(shape):
-                return f"{n} rank mismatch: expected {len(shape)}, got {x.ndim}"
-            for i, (a, b) in enumerate(zip(shape, x.shape)):
-                if a != b:
-                    return f"{n} size mismatch at index {i}: expected {a}, got {b}"
-            if layout_of(x) != layout:
-                want = f"{layout}-contiguous" if isinstance(layout, str) else f"strides {layout[1]}"
-                got = layout_of(x)
-                got = f"{got}-contiguous" if isinstance(got, str) else f"strides {got[1]}"
-                return f"{n} layout mismatch: expected {want}, got {got}"
-            if writeable and not x.flags.writeable:
-                return f"{n} is read-only now"
-            return None
-        if k == "generic":
-            return None if type(x) is self.expected else f"{n} type mismatch: expected {self.expected.__name__}, got {type(x).__name__}"
-        if k == "float":
-            return None if type(x) is float else f"{n} type mismatch: expected float, got {type(x).__name__}"
-        if k == "value":
-            if type(x) is not type(self.expected) or x != self.expected:
-                return f"{n} value mismatch: expected {self.expected!r}, got {x!r}"
-            return None
-        if k == "identity":
-            return None if x is self.expected else f"{n} is a different object than when compiled"
-        if k == "alias":
-            same = x is other
-            return None if same else f"{n} no longer is the same object as argument {self.expected}"
-        if k == "is_leaf":
-            return None if x is other else f"{n} no longer is the same array as argument {self.expected}"
-        if k == "type":
-            return None if type(x) is self.expected else f"{n} type mismatch: expected {self.expected.__name__}, got {type(x).__name__}"
-        if k == "len":
-            return None if len(x) == self.expected else f"{n} length mismatch: expected {self.expected}, got {len(x)}"
+    def describe(self) -> str:
+        raise NotImplementedError
+
+    def const_name(self, what: str) -> str:
+        return f"_{what}_{self.where}{self.index}"
+
+    def source(self) -> str:
+        """Python source of the value checked."""
+        return path_source(self.where, (("i", self.index),))
+
+    def expr(self) -> str:
+        """The check as one Python condition over `L` and `G`."""
+        x = self.source()
+        conds = [t.expr.format(x=x) for t in self.conditions()]
+        return conds[0] if len(conds) == 1 else "(" + " and ".join(conds) + ")"
+
+    def failure(self, leaves: list, globals_: list) -> str | None:
+        """Why the call's values fail this check, or None: the reason of the
+        first condition that, evaluated as the guard evaluates it, is false."""
+        src = leaves if self.where == "L" else globals_
+        x = src[self.index] if self.index < len(src) else None
+        for cond, holds in zip(self.conditions(), self._evaluators):
+            if not holds(x, leaves, globals_):
+                return cond.reason(x)
         return None
 
+    @cached_property
+    def _evaluators(self) -> list[Callable[[Any, list, list], bool]]:
+        """Each condition compiled as a function of the value (and of
+        `L` and `G`, which a condition relating two values names); built on
+        the first failure asked for."""
+        ns = dict(BASE_NAMESPACE, **self.constants())
+        return [eval(compile(f"lambda x, L, G: {c.expr.format(x='x')}",
+                             "<lowering guard condition>", "eval"), ns)
+                for c in self.conditions()]
+
+
+def render_checks(checks: list[Check], ns: dict) -> list[str]:
+    """The checks as Python conditions over `L` and `G`, their constants
+    bound in `ns`: what the guard function and the fast call inline."""
+    ns.update(BASE_NAMESPACE)
+    conds = []
+    for c in checks:
+        ns.update(c.constants())
+        conds.append(c.expr())
+    return conds
+
+
+# ---- the kinds of checks ----------------------------------------------------
+
+Dim = int  # what a guard pins of one dim: today its exact size
+
+
+@dataclass(frozen=True)
+class ArrayCheck(Check):
+    """An exact ndarray of this dtype, shape and layout ("C", "F", or
+    ("strided", strides): capture decided views and copies from the exact
+    strides), and, where it was writeable when traced, still writeable.
+
+    `shape` holds one `Dim` per dim, today an exact size. Symbolic shapes
+    make a size symbol another kind of `Dim`: the shape condition compares
+    the rank and the exact dims only (`len(x.shape) == 2 and x.shape[0] ==
+    3`), a symbol's dim is where the symbol is bound, and what is known of
+    the symbol (`s0 == s1`, `s0 >= 2`) is a check of its own."""
+
+    dtype: np.dtype
+    shape: tuple[Dim, ...]
+    layout: Any
+    writeable: bool
+
+    def constants(self) -> dict[str, Any]:
+        return {self.const_name("dt"): self.dtype}
+
+    def conditions(self) -> list[Condition]:
+        n, dt = repr(self.name), self.dtype
+        conds = [
+            Condition("type({x}) is ndarray",
+                      lambda x: f"{n} type mismatch: expected ndarray, got {type(x).__name__}"),
+            Condition("{x}.dtype == " + self.const_name("dt"),
+                      lambda x: f"{n} dtype mismatch: expected {dt}, got {x.dtype}"),
+            Condition(f"{{x}}.shape == {tuple(self.shape)!r}", self._shape_reason),
+            Condition(self._layout_cond(),
+                      lambda x: f"{n} layout mismatch: expected {_layout_text(self.layout)}, "
+                                f"got {_layout_text(layout_of(x))}"),
+        ]
+        if self.writeable:
+            conds.append(Condition("{x}.flags.writeable", lambda x: f"{n} is read-only now"))
+        return conds
+
+    def _layout_cond(self) -> str:
+        if self.layout == "C":
+            return "{x}.flags.c_contiguous"
+        if self.layout == "F":
+            return "({x}.flags.f_contiguous and not {x}.flags.c_contiguous)"
+        return f"{{x}}.strides == {self.layout[1]!r}"
+
+    def _shape_reason(self, x: np.ndarray) -> str:
+        n = repr(self.name)
+        if x.ndim != len(self.shape):
+            return f"{n} rank mismatch: expected {len(self.shape)}, got {x.ndim}"
+        i, want, got = next((i, a, b) for i, (a, b) in enumerate(zip(self.shape, x.shape))
+                            if a != b)
+        return f"{n} size mismatch at index {i}: expected {want}, got {got}"
+
     def describe(self) -> str:
-        k = self.kind
-        if k == "array":
-            dt, shape, layout, w = self.expected
-            lay = f"{layout}-contiguous" if isinstance(layout, str) else f"strides {layout[1]}"
-            return f"{self.name}: ndarray {dt}{list(shape)} {lay}" + (" writeable" if w else "")
-        if k == "generic":
-            return f"{self.name}: {self.expected.__name__} scalar"
-        if k == "float":
+        return (f"{self.name}: ndarray {self.dtype}{list(self.shape)} "
+                f"{_layout_text(self.layout)}" + (" writeable" if self.writeable else ""))
+
+
+@dataclass(frozen=True)
+class TypeCheck(Check):
+    """Exactly this type: a numpy scalar ("scalar"), a Python float traced
+    as a 0-d input ("float"), or an object whose contents are guarded by
+    path ("object")."""
+
+    type: type
+    role: str = "object"
+
+    def constants(self) -> dict[str, Any]:
+        return {self.const_name("ty"): self.type}
+
+    def conditions(self) -> list[Condition]:
+        n, want = repr(self.name), self.type.__name__
+        return [Condition("type({x}) is " + self.const_name("ty"),
+                          lambda x: f"{n} type mismatch: expected {want}, "
+                                    f"got {type(x).__name__}")]
+
+    def describe(self) -> str:
+        if self.role == "scalar":
+            return f"{self.name}: {self.type.__name__} scalar"
+        if self.role == "float":
             return f"{self.name}: float (traced as 0-d)"
-        if k == "value":
-            return f"{self.name} == {self.expected!r} (specialized)"
-        if k == "identity":
-            return f"{self.name} is the same object"
-        if k == "type":
-            return f"{self.name}: {self.expected.__name__} (contents guarded by path)"
-        if k == "len":
-            return f"len({self.name}) == {self.expected}"
-        if k == "is_leaf":
-            return f"{self.name} is argument {self.expected}"
-        return f"{self.name} is argument {self.expected}"
+        return f"{self.name}: {self.type.__name__} (contents guarded by path)"
+
+
+@dataclass(frozen=True)
+class ValueCheck(Check):
+    """A specialized scalar: this type and this value (the program was
+    traced with it as a constant)."""
+
+    value: Any
+
+    def constants(self) -> dict[str, Any]:
+        return {self.const_name("ty"): type(self.value), self.const_name("v"): self.value}
+
+    def conditions(self) -> list[Condition]:
+        def reason(x):
+            return f"{self.name!r} value mismatch: expected {self.value!r}, got {x!r}"
+
+        return [Condition("type({x}) is " + self.const_name("ty"), reason),
+                Condition("{x} == " + self.const_name("v"), reason)]
+
+    def describe(self) -> str:
+        return f"{self.name} == {self.value!r} (specialized)"
+
+
+@dataclass(frozen=True)
+class IdentityCheck(Check):
+    """The very object seen when compiling (a callable, an opaque object)."""
+
+    obj: Any
+
+    def constants(self) -> dict[str, Any]:
+        return {self.const_name("v"): self.obj}
+
+    def conditions(self) -> list[Condition]:
+        return [Condition("{x} is " + self.const_name("v"),
+                          lambda x: f"{self.name!r} is a different object than when compiled")]
+
+    def describe(self) -> str:
+        return f"{self.name} is the same object"
+
+
+@dataclass(frozen=True)
+class SameAsCheck(Check):
+    """The same object as `other_where[other_index]`: an argument passed
+    twice, an array of Python state that is an argument ("G" to "L") or
+    another path's array."""
+
+    other_where: str
+    other_index: int
+
+    def conditions(self) -> list[Condition]:
+        other = path_source(self.other_where, (("i", self.other_index),))
+        # state reached again as an argument is an array; otherwise any object
+        what = "array" if self.where != self.other_where else "object"
+        return [Condition("{x} is " + other,
+                          lambda x: f"{self.name!r} no longer is the same {what} as argument "
+                                    f"{self.other_index}")]
+
+    def describe(self) -> str:
+        return f"{self.name} is argument {self.other_index}"
+
+
+@dataclass(frozen=True)
+class LenCheck(Check):
+    """A container of this length (on the path of a value read, or rewritten
+    whole)."""
+
+    length: int
+
+    def conditions(self) -> list[Condition]:
+        return [Condition(f"len({{x}}) == {self.length!r}",
+                          lambda x: f"{self.name!r} length mismatch: expected {self.length}, "
+                                    f"got {len(x)}")]
+
+    def describe(self) -> str:
+        return f"len({self.name}) == {self.length}"
 
 
 class GuardSet:
+    """An entry's checks, plus what no single value says: the structure of
+    the arguments (`treedef`, the leaf count) and, for a function that
+    writes to its inputs, that no two arrays overlap."""
+
     def __init__(self, treedef: Any, n_leaves: int, checks: list[Check], no_overlap: bool,
                  array_leaves: list[int], global_arrays: list[int] = ()):
         self.treedef = treedef
@@ -163,14 +342,12 @@ class GuardSet:
         self._fn = self._generate()
 
     def _generate(self):
-        ns: dict[str, Any] = {"ndarray": np.ndarray, "_overlap": _overlap, "_treedef": self.treedef}
-        conds = [f"n == {self.n_leaves}"]
-        for c in self.checks:
-            ns.update(c.constants())
-            conds.append(c.expr())
+        ns: dict[str, Any] = {"_overlap": _overlap, "_treedef": self.treedef}
+        conds = [f"n == {self.n_leaves}"] + render_checks(self.checks, ns)
         if self.no_overlap:
             conds.append(f"not _overlap(L, {self.array_leaves!r}, G, {self.global_arrays!r})")
-        src = "def guard(treedef, L, G):\n    n = len(L)\n    return treedef == _treedef and " + " and ".join(conds) + "\n"
+        src = ("def guard(treedef, L, G):\n    n = len(L)\n    return treedef == _treedef and "
+               + " and ".join(conds) + "\n")
         exec(compile(src, "<lowering guard>", "exec"), ns)
         self.source = src
         return ns["guard"]
@@ -185,11 +362,7 @@ class GuardSet:
         if treedef != self.treedef:
             return "the structure of the arguments changed (number of args, keywords, or containers)"
         for c in self.checks:
-            src = leaves if c.where == "L" else globals_
-            x = src[c.index] if c.index < len(src) else None
-            other = (src[c.expected] if c.kind == "alias"
-                     else leaves[c.expected] if c.kind == "is_leaf" else None)
-            msg = c.failure(x, other)
+            msg = c.failure(leaves, globals_)
             if msg:
                 return msg
         if self.no_overlap and _overlap(leaves, self.array_leaves, globals_, self.global_arrays):

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from runtime.guards import path_source
+
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _MISSING = object()
 GENERATORS = (np.random.Generator, np.random.RandomState)
@@ -74,29 +76,12 @@ class Path:
         """Python source evaluating this path from `L` (leaves) and `R` (tree);
         objects it needs are bound in `ns`."""
         if self.root == "L":
-            s = f"L[{self.ref}]"
-        elif self.root == "R":
-            s = "R"
-        else:
-            name = f"_root{id(self.ref)}"
-            ns[name] = self.ref
-            s = f"{name}.cell_contents" if self.root == "C" else name
-        for kind, key in self.steps:
-            if kind == "a":
-                s = f"{s}.__dict__[{_key(key, ns)}]"
-            elif kind == "c":
-                s = f"getattr(type({s}), {key!r})"
-            else:
-                s = f"{s}[{_key(key, ns)}]"
-        return s
-
-
-def _key(key: Any, ns: dict) -> str:
-    if type(key) in (str, int, bool) or key is None:
-        return repr(key)
-    name = f"_key{id(key)}"
-    ns[name] = key
-    return name
+            return path_source("L", (("i", self.ref),) + self.steps, ns)
+        if self.root == "R":
+            return path_source("R", self.steps, ns)
+        name = f"_root{id(self.ref)}"
+        ns[name] = self.ref
+        return path_source(f"{name}.cell_contents" if self.root == "C" else name, self.steps, ns)
 
 
 @dataclass

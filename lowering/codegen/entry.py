@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from llvmlite import ir
 
+from runtime.guards import ArrayCheck, Check
 from runtime.native import (
     NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
@@ -41,13 +43,39 @@ FLAG_VALUES = 32  # kernels' flags are MXCSR bits 0-4
 class ArgCheck:
     """args[arg] must be an exact ndarray with this descr (an address: a
     different but equal descr misses), shape and layout ("C", "F" or a
-    tuple of byte strides)."""
+    tuple of byte strides): the native form of an `ArrayCheck`, made by
+    `of` from its fields. (A dim a size symbol binds would be left out of
+    `shape`, its relations compared as loads of the dims.)"""
 
     arg: int
     descr: int
     shape: tuple[int, ...]
     layout: str | tuple[int, ...]
     writeable: bool
+
+    @classmethod
+    def of(cls, check: ArrayCheck, descr: np.dtype) -> ArgCheck:
+        """The guard `check` on argument `check.index`, its dtype compared as
+        the descr object `descr` (which the caller keeps alive)."""
+        layout = check.layout if isinstance(check.layout, str) else tuple(check.layout[1])
+        return cls(check.index, id(descr), tuple(check.shape), layout, check.writeable)
+
+
+def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck, ...], list[np.dtype]] | None:
+    """The native forms of an entry's guards and the descrs they compare
+    against, or None where one has none: a check that is not an array
+    guard on an argument, or a dtype that is not its type's canonical descr
+    (byte-swapped, structured, flexible)."""
+    out, descrs = [], []
+    for c in checks:
+        if not isinstance(c, ArrayCheck) or c.where != "L":
+            return None
+        canon = np.dtype(c.dtype.type)
+        if canon != c.dtype:
+            return None
+        descrs.append(canon)
+        out.append(ArgCheck.of(c, canon))
+    return tuple(out), descrs
 
 
 @dataclass(frozen=True)
