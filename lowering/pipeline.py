@@ -9,8 +9,10 @@ runtime and never imports the pipeline.
     [autograd -> remat: a joint function is first cut in two (passes/remat.py)]
     cpu      annotate-layouts, lower-to-loop (tensor -> loop level, fusion),
              schedule (loop -> kernel level, cost model), then the emitter:
-             LLVM IR (lowering/codegen), LLVM -O3 and MCJIT (runtime/cpu.py);
-             the memory plan runs on the program's steps
+             llvm-emit (LLVM IR, lowering/codegen), llvm-jit (LLVM -O3 and
+             MCJIT, runtime/cpu.py), memory-plan (the program's steps:
+             buffers dropped after their last use, intermediates sharing
+             program-owned buffers)
     numpy    the emitter only: each tensor op as its numpy call
 
 `python -m lowering.dump --passes` prints it; `--print-between-passes` the IR
@@ -21,7 +23,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -45,17 +49,19 @@ from .backends import cpu_backend, numpy_backend
 from .config import config, logger
 
 __all__ = ["context", "tensor_passes", "lower_passes", "pipeline", "run_passes", "lower",
-           "compile_segment", "clear_programs", "ProgramKey", "EMITTERS", "LEVEL_AFTER"]
+           "emit", "compile_segment", "clear_programs", "ProgramKey", "EMITTERS", "LEVEL_AFTER"]
 
 BACKENDS = ("numpy", "cpu")
 
-# the emitter stages of each backend (not IR passes: they make a program)
+# the emitter stages of each backend, in the order they run (not IR passes:
+# they make a program), each timed by itself
 EMITTERS: dict[str, tuple[tuple[str, str], ...]] = {
     "numpy": (("numpy-program", "lowering.backends.numpy_backend: each tensor op as its "
                                 "numpy call"),),
     "cpu": (("llvm-emit", "lowering.codegen.llvm: kernel level -> LLVM IR"),
-            ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT; the memory plan on the "
-                         "program's steps")),
+            ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT"),
+            ("memory-plan", "lowering.backends.cpu_backend: the program's steps over buffer "
+                            "slots, then liveness and buffer reuse")),
 }
 
 # the level whose IR a pass leaves (for `lowering.dump --stage`)
@@ -114,16 +120,26 @@ def lower(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] =
     return module, (reports[0] if reports else None)
 
 
-def emit(module: ModuleOp, backend: str, report: LoweringReport | None) -> Callable:
-    """The backend's emitter: the program for a module at its last level."""
+@contextmanager
+def _timed(name: str, after: Callable[[str, float], None] | None = None) -> Iterator[None]:
+    """One emitter stage, timed (`LOWERING_LOGS=perf`; `after(name, seconds)`)."""
     t0 = time.perf_counter()
+    yield
+    dt = time.perf_counter() - t0
+    logger("perf").debug("stage %s: %.2f ms", name, dt * 1e3)
+    if after is not None:
+        after(name, dt)
+
+
+def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
+         after_each: Callable[[str, float], None] | None = None) -> Callable:
+    """The backend's emitter, its stages (EMITTERS) timed each: the program
+    for a module at its last level."""
+    stage = partial(_timed, after=after_each)
     if backend == "numpy":
-        prog = numpy_backend.compile_module(module)
-    else:
-        prog = cpu_backend.build(module, report)
-    logger("perf").debug("stage %s: %.2f ms", "+".join(n for n, _ in EMITTERS[backend]),
-                         (time.perf_counter() - t0) * 1e3)
-    return prog
+        with stage("numpy-program"):
+            return numpy_backend.compile_module(module)
+    return cpu_backend.build(module, report, stage)
 
 
 class ProgramKey(NamedTuple):

@@ -2,7 +2,16 @@
 
 A compiled program is a list of steps over buffer slots: allocations, kernel
 launches (ctypes, split across threads) and externs (BLAS matmul through
-numpy, and numpy for the tensor ops the loop level does not generate yet)."""
+numpy, and numpy for the tensor ops the loop level does not generate yet).
+
+The emitter runs in three stages, each timed by the `stage` the pipeline
+hands in (their names are `pipeline.EMITTERS["cpu"]`): llvm-emit (LLVM IR),
+llvm-jit (-O3 and MCJIT), memory-plan (the steps, then their memory plan).
+The memory plan is the emitter's stage, not a pass over the kernel level:
+its input is the step list, from which the constants made once at build time
+(`hoist_constants`, their values numpy's) are already gone, and its output is
+run-time state — the per-step drop lists the run loop and the fast path
+read, and the program-owned buffers."""
 
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ import itertools
 import re
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -141,14 +151,31 @@ class ExternStep:
 Step = AllocStep | KernelStep | ExternStep
 
 
+def _untimed(name: str) -> AbstractContextManager:
+    return nullcontext()
+
+
 class CpuProgram:
-    def __init__(self, loop_module: ModuleOp, n_inputs: int):
+    def __init__(self, loop_module: ModuleOp, n_inputs: int,
+                 stage: Callable[[str], AbstractContextManager] = _untimed):
         f = next(op for op in loop_module.ops if isinstance(op, func.FuncOp))
         prefix = f"p{next(_ids)}_"
-        text, kernels = emit_llvm(loop_module, prefix)
+        with stage("llvm-emit"):
+            text, kernels = emit_llvm(loop_module, prefix)
         self.llvm_ir = text
-        addrs = cpu.jit(text, [k.sym_name.data for k in kernels]) if kernels else {}
+        with stage("llvm-jit"):
+            addrs = cpu.jit(text, [k.sym_name.data for k in kernels]) if kernels else {}
         self._fns = {n: cpu.KERNEL_TYPE(a) for n, a in addrs.items()}
+        with stage("memory-plan"):
+            self._plan(f)
+        self.report = None  # lower-to-loop's, set by `build`
+        self._lock = threading.Lock()
+        self.collector = errors.Collector()  # the flags of numpy externs
+
+    def _plan(self, f: func.FuncOp) -> None:
+        """The steps over buffer slots, then their memory plan: the buffers
+        each step drops (`dead_after`) and the program-owned buffers of the
+        intermediates (`static_buffers`)."""
         slots: dict = {a: i for i, a in enumerate(f.body.blocks[0].args)}
         steps: list[Step] = []
         constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
@@ -160,38 +187,39 @@ class CpuProgram:
             elif isinstance(op, K.KernelOp):
                 steps.append(self._kernel_step(op, slots))
             elif isinstance(op, L.ExternOp):
-                ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
-                outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
-                if op.fn.data.startswith("matmul"):
-                    flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
-                    out_t = op.buffers[-1].type
-                    k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
-                    flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
-                    run = blas.matmul(flags[0] == "t", flags[1] == "t", flops)
-                else:
-                    inner = op.computed()
-                    rule = numpy_backend.RULES[type(inner)](inner)
-                    if op.fn.data == "numpy:array.constant":
-                        constants[len(steps)] = rule()
-
-                    def run(*arrs, rule=rule, k=len(ins), m=len(outs)):
-                        res = rule(*arrs[:k])  # a tuple where the op has several results
-                        for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
-                            buf[...] = r
-                steps.append(ExternStep(run, ins + outs))
+                steps.append(self._extern_step(op, slots, len(steps), constants))
             elif isinstance(op, func.ReturnOp):
                 self.outputs = tuple(slots[v] for v in op.arguments)
         steps = hoist_constants(steps, constants, self.outputs)
-        self.steps = steps
         self.n_slots = len(slots)
         self.dead_after = memory_plan(steps, len(f.body.blocks[0].args), self.outputs)
         self.steps = static_buffers(steps, self.outputs)
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
-        self.report = None  # lower-to-loop's, set by `build`
-        self._lock = threading.Lock()
-        self.collector = errors.Collector()  # the flags of numpy externs
+
+    @staticmethod
+    def _extern_step(op: L.ExternOp, slots, k: int, constants: dict[int, np.ndarray]) -> ExternStep:
+        """Step `k`: a BLAS matmul, or the numpy rule of the tensor op the
+        extern computes (a constant's value made now, into `constants`)."""
+        ins = tuple(slots[b] for b in op.buffers[: op.num_inputs.value.data])
+        outs = tuple(slots[b] for b in op.buffers[op.num_inputs.value.data:])
+        if op.fn.data.startswith("matmul"):
+            flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
+            out_t = op.buffers[-1].type
+            n = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
+            flops = 2 * n * int(np.prod(out_t.get_shape(), dtype=np.int64))
+            return ExternStep(blas.matmul(flags[0] == "t", flags[1] == "t", flops), ins + outs)
+        inner = op.computed()
+        rule = numpy_backend.RULES[type(inner)](inner)
+        if op.fn.data == "numpy:array.constant":
+            constants[k] = rule()
+
+        def run(*arrs, rule=rule, k=len(ins), m=len(outs)):
+            res = rule(*arrs[:k])  # a tuple where the op has several results
+            for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
+                buf[...] = r
+        return ExternStep(run, ins + outs)
 
     def _kernel_step(self, k: K.KernelOp, slots) -> KernelStep:
         fn = self._fns[k.sym_name.data]
@@ -382,10 +410,12 @@ def merged_report(report, kernel_module: ModuleOp):
     return LoweringReport(kernels, report.refused)
 
 
-def build(kernel_module: ModuleOp, report) -> CpuProgram:
+def build(kernel_module: ModuleOp, report,
+          stage: Callable[[str], AbstractContextManager] = _untimed) -> CpuProgram:
     """The program of a kernel-level module (the pipeline's last level for
-    this backend); `report` is lower-to-loop's, for `explain`."""
+    this backend), each emitter stage under `stage(name)`; `report` is
+    lower-to-loop's, for `explain`."""
     f = next(op for op in kernel_module.ops if isinstance(op, func.FuncOp))
-    prog = CpuProgram(kernel_module, len(f.body.blocks[0].args))
+    prog = CpuProgram(kernel_module, len(f.body.blocks[0].args), stage)
     prog.report = merged_report(report, kernel_module)
     return prog
