@@ -369,7 +369,10 @@ def print_graphs(d: Dump, out: TextIO, between: Callable[[int, Any], None] | Non
 
 def print_lower_stages(d: Dump, out: TextIO, which: Sequence[str]) -> None:
     """The levels below the tensor level for each graph (inputs C-contiguous,
-    as the dump builds them), as the CPU backend's pipeline leaves them."""
+    as the dump builds them), as the CPU backend's pipeline leaves them. A
+    joint forward+backward graph is lowered whole, uncut (`pipeline.lower`:
+    the text process replay records); `--print-between-passes` shows the
+    cut and each half's levels, as a compile runs them."""
     from .backends.cpu_backend import emitted
     from .pipeline import LEVEL_AFTER, lower
 
@@ -400,11 +403,11 @@ def pipeline_listing(backend: str = "cpu") -> list[tuple[str, str]]:
 
 
 def print_pipeline(out: TextIO, prefix: str = "") -> None:
-    from .pipeline import tensor_passes
+    from .pipeline import cut_passes, tensor_passes
 
     rows = pipeline_listing("cpu")
     w = max(len(n) for n, _ in rows)
-    n_tensor = len(tensor_passes())
+    n_tensor = len(cut_passes()) + len(tensor_passes())
     out.write(f"{prefix}the pipeline (lowering.pipeline), in order, for the cpu backend:\n")
     for i, (name, where) in enumerate(rows, 1):
         if i == n_tensor + 1:
@@ -415,18 +418,23 @@ def print_pipeline(out: TextIO, prefix: str = "") -> None:
 
 
 def run_pipeline_printing(module, out: TextIO, timings: dict[str, float],
-                          show_ir: bool = True) -> None:
-    """Run the CPU backend's pipeline on a copy of module, printing the IR
-    after each pass (verified), down to the kernel level, with the time the
-    pass took; then time the emitter (LLVM IR, -O3, JIT)."""
-    import time
+                          show_ir: bool = True, budget: float | None = None) -> None:
+    """Run the CPU backend's pipeline on a copy of module as a compile runs
+    it, printing the IR after each pass (verified), down to the kernel
+    level, with the time the pass took; then time each emitter stage. A
+    joint function comes out of `remat` as @main_forward and @main_backward
+    (partitioned by the configured strategy, under `budget` if given), and
+    each half goes below the tensor level by itself, the backward's saved
+    values C-contiguous as the forward allocates them."""
+    from passes.remat import read_cut
 
-    from .pipeline import EMITTERS, emit, lower
+    from .config import config
+    from .pipeline import emit, lower_below, tensor_stage
 
-    def after(p, m, dt: float) -> None:
+    def after(p, m, dt: float, half: str = "") -> None:
         timings[p.name] = timings.get(p.name, 0.0) + dt
         if show_ir:
-            out.write(f"// -----// IR after {p.name} ({dt * 1e3:.2f} ms) //----- //\n")
+            out.write(f"// -----// IR after {p.name}{half} ({dt * 1e3:.2f} ms) //----- //\n")
             out.write(f"{str(m)}\n")
         try:
             m.verify()
@@ -434,12 +442,21 @@ def run_pipeline_printing(module, out: TextIO, timings: dict[str, float],
             raise RuntimeError(f"pass {p.name} produced IR that does not verify: "
                                f"{_one_line(e)}") from e
 
+    def emitted(name: str, dt: float) -> None:
+        timings[name] = timings.get(name, 0.0) + dt
+
     n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
-    final, report = lower(module, "cpu", ["C"] * n, after)
-    t0 = time.perf_counter()
-    emit(final, "cpu", report)
-    name = "+".join(e for e, _ in EMITTERS["cpu"])
-    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
+    tensor = tensor_stage(module, (config.partition, budget), after)
+    cut = read_cut(tensor)
+    if cut is None:
+        halves = [(tensor, n, "")]
+    else:
+        halves = [(cut.forward, n, " of the forward"),
+                  (cut.backward, n + len(cut.saved), " of the backward")]
+    for m, n_args, half in halves:
+        final, report = lower_below(m, "cpu", ["C"] * n_args,
+                                    lambda p, m, dt, half=half: after(p, m, dt, half))
+        emit(final, "cpu", report, emitted, reuse=False)  # (every stage runs: timed)
 
 
 def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -> Callable:
@@ -469,8 +486,10 @@ def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -
 
 def print_grad(d: Dump, out: TextIO, budget: float | None) -> None:
     """The joint function, then per strategy the forward and backward
-    functions and what crosses between them."""
-    from passes.remat import partition
+    functions the `remat` pass makes and what crosses between them."""
+    from passes.remat import Remat, read_cut
+
+    from .pipeline import context
 
     for i, module in enumerate(d.modules):
         graph = f" graph {i}" if len(d.modules) > 1 else ""
@@ -481,7 +500,9 @@ def print_grad(d: Dump, out: TextIO, budget: float | None) -> None:
         if budget is not None:
             plans.append(("min_cut", budget))
         for strategy, b in plans:
-            p = partition(module.clone(), strategy, b)
+            cut = module.clone()
+            Remat(strategy, b).apply(context(), cut)
+            p = read_cut(cut)
             if p is None:
                 out.write("// no backward ops: nothing to partition\n")
                 break
@@ -594,13 +615,14 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
         show_ir = ns.passes or ns.print_between_passes
 
         def between(i: int, module) -> None:
-            run_pipeline_printing(module, out, timings, show_ir)
+            run_pipeline_printing(module, out, timings, show_ir, ns.memory_budget)
     if ns.grad:
         print_grad(d, out, ns.memory_budget)
-        return 0
-    if ns.stage in ("tensor", "all"):
+        for i, module in enumerate(d.modules if between is not None else ()):
+            between(i, module)
+    elif ns.stage in ("tensor", "all"):
         print_graphs(d, out, between)
-    if ns.stage != "tensor":
+    if ns.stage != "tensor":  # (never with --grad)
         print_lower_stages(d, out, LOWER_STAGES if ns.stage == "all" else (ns.stage,))
     if ns.stage not in ("tensor", "all") and between is not None:
         for i, module in enumerate(d.modules):

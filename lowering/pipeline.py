@@ -1,17 +1,24 @@
 """The one ordered pipeline, every level: capture's tensor-level module
-through the tensor passes, then (per backend) the passes below the tensor
-level, then the backend's emitter, to a program. Every stage but the
-emitter is a named xDSL `ModulePass` — the same objects `xdsl-opt -p` runs —
+through the tensor-level passes, then (per backend) the passes below the
+tensor level, then the backend's emitter, to a program. Every stage but the
+emitter's is a named xDSL `ModulePass` — the same objects `xdsl-opt -p` runs —
 and this module owns their order; a backend contributes its emitter and
 runtime and never imports the pipeline.
 
-    tensor   canonicalize, decompose, strength-reduce, cse, dce
-    [autograd -> remat: a joint function is first cut in two (passes/remat.py)]
+    tensor   remat (a joint forward+backward function becomes @f_forward and
+             @f_backward, the cut recorded on them: passes/remat.py; any other
+             function passes through), canonicalize, decompose,
+             strength-reduce, cse, dce
     cpu      annotate-layouts, lower-to-loop (tensor -> loop level, fusion),
              schedule (loop -> kernel level, cost model), share-kernels (kernels
-             that differ only in constants read them as parameters), then the emitter:
-             LLVM IR (lowering/codegen), LLVM -O3 and MCJIT (runtime/cpu.py);
-             the memory plan runs on the program's steps
+             that differ only in constants and sizes read them as parameters)
+             — on each half of a cut function by itself, the backward's once
+             the layouts of its saved values are known (its first call); then
+             the emitter: llvm-emit (LLVM IR, lowering/codegen: one function
+             per distinct kernel body), llvm-jit (LLVM -O3 and MCJIT,
+             runtime/cpu.py), memory-plan (the program's steps: buffers
+             dropped after their last use, intermediates sharing
+             program-owned buffers)
     numpy    the emitter only: each tensor op as its numpy call
 
 `python -m lowering.dump --passes` prints it; `--print-between-passes` the IR
@@ -22,7 +29,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -35,8 +44,7 @@ from dialects.context import context
 from passes.canonicalize import ArrayCanonicalize
 from passes.decompose import Decompose
 from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
-from passes.remat import has_backward
-from passes.remat import partition as cut
+from passes.remat import Partition, Remat, read_cut
 from passes.schedule import Schedule
 from passes.share_kernels import ShareKernels
 from passes.strength_reduce import StrengthReduce
@@ -46,22 +54,37 @@ from runtime.guards import layout_class
 from .backends import cpu_backend, cpu_cache, numpy_backend
 from .config import config, logger
 
-__all__ = ["context", "tensor_passes", "lower_passes", "pipeline", "run_passes", "lower",
-           "compile_segment", "clear_programs", "ProgramKey", "EMITTERS", "LEVEL_AFTER"]
+__all__ = ["context", "cut_passes", "tensor_passes", "lower_passes", "pipeline", "run_passes",
+           "tensor_stage", "lower_below", "lower", "emit", "compile_segment", "clear_programs",
+           "ProgramKey", "EMITTERS", "LEVEL_AFTER", "DEFAULT_PARTITION"]
 
 BACKENDS = ("numpy", "cpu")
 
-# the emitter stages of each backend (not IR passes: they make a program)
+# the emitter stages of each backend, in the order they run (not IR passes:
+# they make a program), each timed by itself
 EMITTERS: dict[str, tuple[tuple[str, str], ...]] = {
     "numpy": (("numpy-program", "lowering.backends.numpy_backend: each tensor op as its "
                                 "numpy call"),),
     "cpu": (("llvm-emit", "lowering.codegen.llvm: kernel level -> LLVM IR"),
-            ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT; the memory plan on the "
-                         "program's steps")),
+            ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT"),
+            ("memory-plan", "lowering.backends.cpu_backend: the program's steps over buffer "
+                            "slots, then liveness and buffer reuse")),
 }
+
+# (strategy, memory_budget) of the forward/backward cut, when nobody chose one
+DEFAULT_PARTITION: tuple[str, float | None] = ("min_cut", None)
 
 # the level whose IR a pass leaves (for `lowering.dump --stage`)
 LEVEL_AFTER = {"lower-to-loop": "loop", "schedule": "kernel", "share-kernels": "kernel"}
+
+
+def cut_passes(partition: tuple[str, float | None] = DEFAULT_PARTITION) -> list[ModulePass]:
+    """The first tensor-level stage: the forward/backward cut of a joint
+    function, `partition` = (strategy, memory_budget). It runs before the
+    tensor passes because it reads the marks capture left on ops (`bwd` on
+    the backward's, `remat` on checkpointed ones), which their rewrites do
+    not keep."""
+    return [Remat(partition[0], partition[1])]
 
 
 def tensor_passes() -> list[ModulePass]:
@@ -82,9 +105,11 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
     raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
 
 
-def pipeline(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> list[ModulePass]:
-    """Every pass a segment runs for `backend`, in order."""
-    return tensor_passes() + lower_passes(backend, layouts)
+def pipeline(backend: str, layouts: list[str] | tuple[str, ...] = (),
+             partition: tuple[str, float | None] = DEFAULT_PARTITION) -> list[ModulePass]:
+    """Every pass a segment runs for `backend`, in order (the passes below
+    the tensor level run on each half of a cut function)."""
+    return cut_passes(partition) + tensor_passes() + lower_passes(backend, layouts)
 
 
 def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
@@ -103,29 +128,59 @@ def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
     return module
 
 
-def lower(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] = (),
-          after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
-          ) -> tuple[ModuleOp, LoweringReport | None]:
-    """A copy of `module` through every pass for `backend`: the module at the
-    backend's last level and the lowering's report (None where nothing is
-    lowered below the tensor level)."""
-    module = module.clone()
-    passes = pipeline(backend, layouts)
+def tensor_stage(module: ModuleOp, partition: tuple[str, float | None] = DEFAULT_PARTITION,
+                 after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
+                 ) -> ModuleOp:
+    """A copy of `module` through the tensor-level passes: the cut (which
+    leaves @main_forward and @main_backward where @main is a joint
+    function, `read_cut` finds them), then the tensor passes."""
+    return run_passes(module.clone(), cut_passes(partition) + tensor_passes(), after_each)
+
+
+def lower_below(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] = (),
+                after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
+                ) -> tuple[ModuleOp, LoweringReport | None]:
+    """`module` (one function, through the tensor-level passes) through the
+    passes below the tensor level, in place: the module at the backend's
+    last level and the lowering's report (None where nothing is lowered
+    below the tensor level)."""
+    passes = lower_passes(backend, layouts)
     run_passes(module, passes, after_each)
     reports = [r for p in passes if isinstance(p, LowerToLoop) for r in p.reports]
     return module, (reports[0] if reports else None)
 
 
-def emit(module: ModuleOp, backend: str, report: LoweringReport | None) -> Callable:
-    """The backend's emitter: the program for a module at its last level."""
+def lower(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] = (),
+          after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
+          ) -> tuple[ModuleOp, LoweringReport | None]:
+    """A copy of one function through the tensor passes and the passes below,
+    uncut: a joint function is lowered whole, as one function (what
+    `lowering.dump --stage kernel|llvm` prints and process replay records)."""
+    return lower_below(run_passes(module.clone(), tensor_passes(), after_each), backend, layouts,
+                       after_each)
+
+
+@contextmanager
+def _timed(name: str, after: Callable[[str, float], None] | None = None) -> Iterator[None]:
+    """One emitter stage, timed (`LOWERING_LOGS=perf`; `after(name, seconds)`)."""
     t0 = time.perf_counter()
+    yield
+    dt = time.perf_counter() - t0
+    logger("perf").debug("stage %s: %.2f ms", name, dt * 1e3)
+    if after is not None:
+        after(name, dt)
+
+
+def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
+         after_each: Callable[[str, float], None] | None = None, reuse: bool = True) -> Callable:
+    """The backend's emitter, its stages (EMITTERS) timed each: the program
+    for a module at its last level (`reuse` False: no kernel body compiled
+    before in this process is reused, so that every stage runs)."""
+    stage = partial(_timed, after=after_each)
     if backend == "numpy":
-        prog = numpy_backend.compile_module(module)
-    else:
-        prog = cpu_backend.build(module, report)
-    logger("perf").debug("stage %s: %.2f ms", "+".join(n for n, _ in EMITTERS[backend]),
-                         (time.perf_counter() - t0) * 1e3)
-    return prog
+        with stage("numpy-program"):
+            return numpy_backend.compile_module(module)
+    return cpu_backend.build(module, report, stage, reuse)
 
 
 class ProgramKey(NamedTuple):
@@ -155,11 +210,11 @@ def clear_programs() -> None:
 
 def compile_segment(module: ModuleOp, backend: str = "numpy",
                     layouts: list[str] | None = None, key=None,
-                    partition: tuple[str, float | None] = ("min_cut", None)) -> Callable:
+                    partition: tuple[str, float | None] = DEFAULT_PARTITION) -> Callable:
     """The pipeline, then the backend's emitter; programs are shared
     process-wide by `ProgramKey` (`key` names the IR: its structural key;
     default its text). A joint forward+backward function (from
-    `grad`/`value_and_grad`/`vjp`) is first cut in two by `passes/remat.py`
+    `grad`/`value_and_grad`/`vjp`) comes out of the `remat` stage cut in two
     (`partition` = (strategy, memory_budget)) and runs as a forward then a
     backward program."""
     cache_key = ProgramKey(key if key is not None else str(module), backend,
@@ -167,12 +222,8 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     if prog is None:
-
         t0 = time.perf_counter()
-        if has_backward(module):
-            prog = PartitionedProgram(module, backend, layouts, partition, cache_key.ir)
-        else:
-            prog = _compile_segment(module, backend, layouts, cache_key)
+        prog = _compile(module, backend, list(layouts or ()), partition, cache_key)
         logger("perf").debug("compile (%s): %.2f ms", backend, (time.perf_counter() - t0) * 1e3)
         with _PROGRAMS_LOCK:
             first = _PROGRAMS.get(cache_key)
@@ -184,44 +235,49 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     return prog
 
 
-def _compile_segment(module: ModuleOp, backend: str, layouts: list[str] | None,
-                     key: ProgramKey | None = None) -> Callable:
-    disk = None  # the CPU program's entry in the on-disk cache (backends/cpu_cache.py)
+def _compile(module: ModuleOp, backend: str, layouts: list[str],
+             partition: tuple[str, float | None], key: ProgramKey | None = None) -> Callable:
+    """The program of one segment: from the on-disk cache (a CPU program
+    compiled before, in any process: backends/cpu_cache.py), or the
+    tensor-level passes, then, for each function they leave, the passes
+    below and the emitter."""
+    disk = None
     if backend == "cpu" and key is not None:
         disk = cpu_cache.find(module, key.ir, key.layouts, key.partition,
-                              pipeline(backend, key.layouts))
+                              pipeline(backend, key.layouts, partition))
         if disk is not None and disk.program is not None:
             return disk.program
-    final, report = lower(module, backend, layouts or ())
-    return emit(final, backend, report) if disk is None else disk.build(final, report)
+    tensor = tensor_stage(module, partition)
+    cut = read_cut(tensor)
+    if cut is not None:  # (its halves are compiled in this process)
+        return PartitionedProgram(cut, backend, layouts)
+    final, report = lower_below(tensor, backend, layouts)
+    if disk is None:
+        return emit(final, backend, report)
+    return disk.build(final, report, partial(_timed, after=None))
 
 
 class PartitionedProgram:
-    """A joint function run as two programs: the forward computes its results
-    and the saved values, the backward the rest from the inputs and the saved
-    values (compiled on first use, for the saved values' layouts)."""
+    """A joint function run as two programs, the halves of the cut the
+    `remat` stage left (`partition`): the forward computes its results and
+    the saved values, the backward the rest from the inputs and the saved
+    values (lowered and compiled on first use, for the saved values'
+    layouts)."""
 
-    def __init__(self, module: ModuleOp, backend: str, layouts: list[str] | None,
-                 partition: tuple[str, float | None], key):
-
-        # the halves are cached under the joint function's key (no re-printing)
-        self.key = (key, "partition", partition)
+    def __init__(self, partition: Partition, backend: str, layouts: list[str]):
+        self.partition = partition  # its report is what `explain` shows
         self.backend = backend
-        self.layouts = list(layouts or [])
-        self.partition = cut(module.clone(), partition[0], partition[1])
-        assert self.partition is not None
-        self.forward = compile_segment(self.partition.forward, backend, self.layouts,
-                                       self.key + ("forward",))
+        self.layouts = layouts
+        final, report = lower_below(partition.forward.clone(), backend, layouts)
+        self.forward = emit(final, backend, report)
         self._backward: dict[tuple, Callable] = {}
         self._backward_lock = threading.Lock()  # one compile per layout, whichever thread asks
-        self.n_results = len(self.partition.fwd_results) + len(self.partition.bwd_results)
+        self.n_results = len(partition.fwd_results) + len(partition.bwd_results)
         self.programs: list[Callable] = [self.forward]
         self.fresh: tuple[bool, ...] | None = None  # known once the backward is compiled
         self.report = None  # (each half has its own: `programs`)
 
     def backward_for(self, saved: list) -> Callable:
-
-
         lay = tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved)
         prog = self._backward.get(lay)
         if prog is None:
@@ -232,15 +288,18 @@ class PartitionedProgram:
         return prog
 
     def _compile_backward(self, lay: tuple) -> Callable:
-        prog = compile_segment(self.partition.backward, self.backend,
-                               self.layouts + list(lay), self.key + ("backward",))
+        t0 = time.perf_counter()
+        final, report = lower_below(self.partition.backward.clone(), self.backend,
+                                    self.layouts + list(lay))
+        prog = emit(final, self.backend, report)
+        logger("perf").debug("compile (%s): %.2f ms", self.backend,
+                             (time.perf_counter() - t0) * 1e3)
         # (published last: a thread that finds it in `_backward` finds `fresh` set)
         self.programs = [self.forward, prog]
         # one backward layout so far: its results' freshness holds for every call
         self.fresh = self._fresh(prog) if not self._backward else None
         self._backward[lay] = prog
         return prog
-
     def _fresh(self, bwd: Callable) -> tuple[bool, ...] | None:
         """Results the two programs allocate in the call (see fresh_results)."""
         ff, bf = self.forward.fresh, bwd.fresh

@@ -23,6 +23,13 @@ Strategies:
   report says why.
 
 The max-flow/min-cut is networkx's (`minimum_cut`), not our own.
+
+The `remat` pass is the pipeline's stage: it replaces @f by @f_forward and
+@f_backward and leaves on them what a program built from its output needs
+(`record_cut`): on each half `remat.results`, the positions of @f's results it
+computes (the forward's further results are the saved values, which the
+backward takes after @f's arguments), and on the forward `remat.report`, the
+partition's figures that `lowering.explain` shows. `read_cut` reads them back.
 """
 
 from __future__ import annotations
@@ -32,8 +39,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, StringAttr
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.dialects.builtin import (
+    ArrayAttr, DenseArrayBase, DictionaryAttr, FloatAttr, IntegerAttr, ModuleOp, StringAttr, f64,
+    i64,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 
 from dialects import array as A
@@ -42,10 +52,15 @@ from dialects.dtypes import from_ir
 from .autograd import BWD, REMAT
 
 STRATEGIES = ("save_all", "min_cut")
+RESULTS = "remat.results"  # on each half: the joint function's results it computes
+REPORT = "remat.report"  # on the forward: the partition's figures
 
 
 def nbytes(v: SSAValue) -> int:
-    t = v.type
+    return _type_bytes(v.type)
+
+
+def _type_bytes(t: Attribute) -> int:
     n = int(np.prod(t.get_shape(), dtype=np.int64))  # type: ignore[attr-defined]
     return n * from_ir(t.element_type).itemsize  # type: ignore[attr-defined]
 
@@ -103,8 +118,9 @@ def _split(block: Block) -> tuple[list[Operation], list[Operation], func.ReturnO
     return fwd, bwd, ret
 
 
-def has_backward(module: ModuleOp) -> bool:
-    return any(op.attributes.get(BWD) is not None for op in module.walk())
+def has_backward(op: Operation) -> bool:
+    """Whether `op` (a module, a function) holds ops of a backward computation."""
+    return any(o.attributes.get(BWD) is not None for o in op.walk())
 
 
 def _needed_by(values, stop: set[SSAValue]) -> list[Operation]:
@@ -268,25 +284,97 @@ def _build(args: list[SSAValue], ops: list[Operation], results: list[SSAValue]) 
     return ModuleOp([fn])
 
 
+def record_cut(p: Partition, forward: func.FuncOp, backward: func.FuncOp) -> None:
+    """Leave on the two halves what a program built from them needs: the
+    joint function's result positions of each, and the partition's report
+    (strategy, bytes, what is saved and recomputed, the budget's note)."""
+    forward.attributes[RESULTS] = DenseArrayBase.from_list(i64, p.fwd_results)
+    backward.attributes[RESULTS] = DenseArrayBase.from_list(i64, p.bwd_results)
+    report: dict[str, Attribute] = {
+        "strategy": StringAttr(p.strategy),
+        "saved_bytes": IntegerAttr(p.saved_bytes, i64),
+        "save_all_bytes": IntegerAttr(p.saved_bytes_save_all, i64),
+        "min_cut_bytes": IntegerAttr(p.saved_bytes_min_cut, i64),
+        # what computes each saved value (its type is the forward's result type)
+        "saved": ArrayAttr([StringAttr(name) for name, *_ in p.saved]),
+        "recomputed": ArrayAttr([StringAttr(r) for r in p.recomputed]),
+    }
+    if p.budget is not None:
+        report["memory_budget"] = FloatAttr(p.budget, f64)
+    if p.note:
+        report["note"] = StringAttr(p.note)
+    forward.attributes[REPORT] = DictionaryAttr(report)
+
+
+def read_cut(module: ModuleOp) -> Partition | None:
+    """The partition the `remat` pass left in `module` (None where it cut
+    nothing): each half as a module of its own, its function named @main as
+    every segment's is, and the report `record_cut` recorded."""
+    funcs = {f.sym_name.data: f for f in module.ops if isinstance(f, func.FuncOp)}
+    fwd = next((f for f in funcs.values() if REPORT in f.attributes), None)
+    if fwd is None:
+        return None
+    base = fwd.sym_name.data.removesuffix("_forward")
+    bwd = funcs[f"{base}_backward"]
+    rep = fwd.attributes[REPORT]
+    assert isinstance(rep, DictionaryAttr)
+    d = rep.data
+    n_fwd = len(_positions(fwd))
+    saved_types: list = list(fwd.function_type.outputs.data[n_fwd:])
+    saved = [(name.data, tuple(t.get_shape()), str(t.element_type), _type_bytes(t))
+             for name, t in zip(d["saved"].data, saved_types)]  # type: ignore[attr-defined]
+    budget = d.get("memory_budget")
+    note = d.get("note")
+    return Partition(
+        _alone(fwd), _alone(bwd), _positions(fwd), _positions(bwd), saved,
+        d["strategy"].data, d["saved_bytes"].value.data,  # type: ignore[attr-defined]
+        d["save_all_bytes"].value.data, d["min_cut_bytes"].value.data,  # type: ignore[attr-defined]
+        [r.data for r in d["recomputed"].data],  # type: ignore[attr-defined]
+        None if budget is None else budget.value.data,  # type: ignore[attr-defined]
+        "" if note is None else note.data)  # type: ignore[attr-defined]
+
+
+def _positions(f: func.FuncOp) -> list[int]:
+    a = f.attributes[RESULTS]
+    assert isinstance(a, DenseArrayBase)
+    return [int(v) for v in a.get_values()]
+
+
+def _alone(f: func.FuncOp) -> ModuleOp:
+    g = f.clone()
+    for name in (RESULTS, REPORT):
+        g.attributes.pop(name, None)
+    g.sym_name = StringAttr("main")
+    return ModuleOp([g])
+
+
 @dataclass(frozen=True)
 class Remat(ModulePass):
-    """`xdsl-opt -p 'remat{strategy=min_cut}'`: replace each joint function
-    @f by @f_forward (its forward results, then the saved values) and
-    @f_backward (its arguments and the saved values -> the backward results)."""
+    """The pipeline's forward/backward cut (`xdsl-opt -p
+    'remat{strategy=min_cut memory_budget=0.5}'`): replace each joint
+    function @f by @f_forward (its forward results, then the saved values)
+    and @f_backward (its arguments and the saved values -> the backward
+    results), with the cut recorded on them (`record_cut`). A function
+    without backward ops is left as it is."""
 
     name = "remat"
     strategy: str = "min_cut"
+    memory_budget: float | None = None
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
-            single = ModuleOp([f.clone()])
-            p = partition(single, self.strategy)
+            if not has_backward(f):  # (most segments: no copy made)
+                continue
+            p = partition(ModuleOp([f.clone()]), self.strategy, self.memory_budget)
             if p is None:
                 continue
+            halves = []
             for part, suffix in ((p.forward, "forward"), (p.backward, "backward")):
                 g = next(o for o in part.ops if isinstance(o, func.FuncOp))
                 g.detach()
                 g.sym_name = StringAttr(f"{f.sym_name.data}_{suffix}")
                 op.body.block.insert_op_before(g, f)
+                halves.append(g)
+            record_cut(p, *halves)
             f.detach()
             f.erase()

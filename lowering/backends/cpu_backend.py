@@ -2,7 +2,16 @@
 
 A compiled program is a list of steps over buffer slots: allocations, kernel
 launches (ctypes, split across threads) and externs (BLAS matmul through
-numpy, and numpy for the tensor ops the loop level does not generate yet)."""
+numpy, and numpy for the tensor ops the loop level does not generate yet).
+
+The emitter runs in three stages, each timed by the `stage` the pipeline
+hands in (their names are `pipeline.EMITTERS["cpu"]`): llvm-emit (LLVM IR),
+llvm-jit (-O3 and MCJIT), memory-plan (the steps, then their memory plan).
+The memory plan is the emitter's stage, not a pass over the kernel level:
+its input is the step list, from which the constants made once at build time
+(`hoist_constants`, their values numpy's) are already gone, and its output is
+run-time state — the per-step drop lists the run loop and the fast path
+read, and the program-owned buffers."""
 
 from __future__ import annotations
 
@@ -11,6 +20,7 @@ import itertools
 import re
 import threading
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -341,11 +351,16 @@ def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
     return run, constant
 
 
+def _untimed(name: str) -> AbstractContextManager:
+    return nullcontext()
+
+
 class CpuProgram:
     """A program's steps over buffer slots, from its plan and the address of
     each kernel's function (by kernel name)."""
 
-    def __init__(self, plan: ProgramPlan, addresses: dict[str, int]):
+    def __init__(self, plan: ProgramPlan, addresses: dict[str, int],
+                 stage: Callable[[str], AbstractContextManager] = _untimed):
         self.plan = plan
         self._fns = {name: cpu.KERNEL_TYPE(a) for name, a in addresses.items()}
         self.kernel_bodies = len({st.body for st in plan.steps if isinstance(st, KernelPlan)})
@@ -364,10 +379,10 @@ class CpuProgram:
                 steps.append(st)
         self.outputs = plan.outputs
         steps = hoist_constants(steps, constants, self.outputs)
-        self.steps = steps
         self.n_slots = plan.n_inputs + sum(isinstance(st, AllocStep) for st in plan.steps)
-        self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs)
-        self.steps = static_buffers(steps, self.outputs)
+        with stage("memory-plan"):  # buffers dropped after their last use, then reused
+            self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs)
+            self.steps = static_buffers(steps, self.outputs)
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
@@ -565,36 +580,46 @@ def merged_report(report, kernel_module: ModuleOp):
 
 
 def compile_kernels(loop_module: ModuleOp, kernels: dict[str, K.KernelOp],
-                    keys: dict[str, tuple]) -> tuple[dict[str, int], str]:
+                    keys: dict[str, tuple],
+                    stage: Callable[[str], AbstractContextManager] = _untimed,
+                    reuse: bool = True) -> tuple[dict[str, int], str]:
     """Each kernel's function address: one function per distinct body
     (`keys`: each kernel's `body_key`), compiled once per process
     (`cpu.compiled_kernel`); those not compiled yet are JIT-compiled
-    together. The LLVM IR compiled ("" if none)."""
+    together (all of them, `reuse` False). The LLVM IR compiled ("" if none)."""
     todo: dict[tuple, K.KernelOp] = {}
     for name, key in keys.items():
-        if cpu.compiled_kernel(key) is None:
+        if not reuse or cpu.compiled_kernel(key) is None:
             todo.setdefault(key, kernels[name])
-    text = ""
-    if todo:
-        names = {key: k.sym_name.data for key, k in todo.items()}
-        prefix = f"p{next(_ids)}_"
-        text, emitted = emit_llvm(loop_module, prefix, list(todo.values()))
-        addrs = cpu.jit(text, [k.sym_name.data for k in emitted])
-        for key, k in zip(todo, emitted):
-            cpu.remember_kernel(key, addrs[k.sym_name.data])
-            k.sym_name = StringAttr(names[key])
+    names = {key: k.sym_name.data for key, k in todo.items()}
+    prefix = f"p{next(_ids)}_"
+    # (both stages are timed, and logged, even when there is nothing to compile)
+    with stage("llvm-emit"):
+        text, emitted = emit_llvm(loop_module, prefix, list(todo.values())) if todo else ("", [])
+    with stage("llvm-jit"):
+        addrs = cpu.jit(text, [k.sym_name.data for k in emitted]) if todo else {}
+    for key, k in zip(todo, emitted):
+        cpu.remember_kernel(key, addrs[k.sym_name.data])
+        k.sym_name = StringAttr(names[key])
+    if not reuse:
+        return {name: addrs[prefix + names[key]] for name, key in keys.items()}, text
     return {name: cpu.compiled_kernel(key) for name, key in keys.items()}, text
 
 
-def build(kernel_module: ModuleOp, report) -> CpuProgram:
+def build(kernel_module: ModuleOp, report,
+          stage: Callable[[str], AbstractContextManager] = _untimed,
+          reuse: bool = True) -> CpuProgram:
     """The program of a kernel-level module (the pipeline's last level for
-    this backend); `report` is lower-to-loop's, for `explain`."""
+    this backend), each emitter stage under `stage(name)`; `report` is
+    lower-to-loop's, for `explain`. `reuse` False compiles every body again
+    (to time the compile: `lowering.dump --time-passes`)."""
     plan, kernels, keys = program_plan(kernel_module)
-    addresses, text = compile_kernels(kernel_module, kernels, keys)
-    return program(plan, addresses, merged_report(report, kernel_module), text)
+    addresses, text = compile_kernels(kernel_module, kernels, keys, stage, reuse)
+    return program(plan, addresses, merged_report(report, kernel_module), text, stage)
 
 
-def program(plan: ProgramPlan, addresses: dict[str, int], report, llvm_ir: str = "") -> CpuProgram:
-    prog = CpuProgram(plan, addresses)
+def program(plan: ProgramPlan, addresses: dict[str, int], report, llvm_ir: str = "",
+            stage: Callable[[str], AbstractContextManager] = _untimed) -> CpuProgram:
+    prog = CpuProgram(plan, addresses, stage)
     prog.report, prog.llvm_ir = report, llvm_ir
     return prog

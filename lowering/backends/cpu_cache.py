@@ -121,14 +121,10 @@ class DiskEntry:
     key: str
     program: B.CpuProgram | None = None
 
-    def build(self, kernel_module: ModuleOp, report) -> B.CpuProgram:
-        t0 = time.perf_counter()
-        prog, meta, data = compile_entry(self.key, kernel_module, report)
+    def build(self, kernel_module: ModuleOp, report, stage=B._untimed) -> B.CpuProgram:
+        """The program, each emitter stage under `stage(name)`; its entry written."""
+        prog, meta, data = compile_entry(self.key, kernel_module, report, stage)
         self.cache.put(self.key, meta, data)
-        from ..config import logger
-
-        logger("perf").debug("stage %s: %.2f ms", "llvm-emit+llvm-jit",  # (to an object)
-                             (time.perf_counter() - t0) * 1e3)
         return prog
 
 
@@ -153,7 +149,8 @@ def find(module: ModuleOp, key, layouts, partition, passes) -> DiskEntry | None:
 
 # ---- writing ---------------------------------------------------------------
 
-def compile_entry(key: str, kernel_module: ModuleOp, report) -> tuple[B.CpuProgram, dict, bytes]:
+def compile_entry(key: str, kernel_module: ModuleOp, report,
+                  stage=B._untimed) -> tuple[B.CpuProgram, dict, bytes]:
     """The program of a kernel-level module, its kernels compiled to one
     object file and linked in, and the entry that rebuilds it: metadata, object."""
     plan, kernels, keys = B.program_plan(kernel_module)
@@ -165,21 +162,24 @@ def compile_entry(key: str, kernel_module: ModuleOp, report) -> tuple[B.CpuProgr
     data, symbols, text = b"", {}, ""
     if first:
         ops = [kernels[n] for n in first.values()]
-        text, emitted = B.emit_llvm(kernel_module, prefix, ops)
+        with stage("llvm-emit"):
+            text, emitted = B.emit_llvm(kernel_module, prefix, ops)
         try:
-            data = cpu.compile_object(text)
+            with stage("llvm-jit"):  # (to an object file, linked below)
+                data = cpu.compile_object(text)
         finally:
             for op, name in zip(ops, first.values()):
                 op.sym_name = StringAttr(name)
         of_body = {body: prefix + name for body, name in first.items()}
         symbols = {name: of_body[body] for name, body in keys.items()}
-    prog = link(tag, plan, symbols, keys, data, B.merged_report(report, kernel_module), text)
+    prog = link(tag, plan, symbols, keys, data, B.merged_report(report, kernel_module), text,
+                stage)
     meta = {"plan": plan_json(plan), "symbols": symbols, "report": report_json(prog.report)}
     return prog, meta, data
 
 
 def link(tag: str, plan: B.ProgramPlan, symbols: dict[str, str], keys: dict, data: bytes,
-         report, llvm_ir: str = "") -> B.CpuProgram:
+         report, llvm_ir: str = "", stage=B._untimed) -> B.CpuProgram:
     """The program, its kernels' functions from the object file `data`
     (loaded once per process, for the bodies not compiled in it yet)."""
     have = {name: cpu.compiled_kernel(body) for name, body in keys.items()}
@@ -188,7 +188,7 @@ def link(tag: str, plan: B.ProgramPlan, symbols: dict[str, str], keys: dict, dat
         for name, body in keys.items():
             cpu.remember_kernel(body, addrs[symbols[name]])
             have[name] = cpu.compiled_kernel(body)
-    return B.program(plan, have, report, llvm_ir)  # type: ignore[arg-type]
+    return B.program(plan, have, report, llvm_ir, stage)  # type: ignore[arg-type]
 
 
 def plan_json(plan: B.ProgramPlan) -> dict:
