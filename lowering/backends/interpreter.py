@@ -15,8 +15,11 @@ reduction: points that must run in order), which run point by point.
 Buffers from `memref.alloc` start as poison (NaN, or the type's extreme
 integer), so a kernel that reads what nothing wrote shows it.
 
-The rules are tables keyed by op: `SCALAR` (upstream arith/math and the loop
-ops computing one value), `CMPF`/`CMPI` predicates, `REDUCE` kinds."""
+The scalar ops of a body (upstream arith/math, `loop.ufunc`, `loop.const`,
+`loop.cast`, compares, selects, indices as data) go through the ops-handler
+protocol (`lowering/codegen/ops.py`) to its numpy implementation
+(`numpy_ops.NumpyOps`), as the LLVM emitter's go to `LLVMOps`; the
+reductions are the table `REDUCE`, keyed by kind."""
 
 from __future__ import annotations
 
@@ -24,27 +27,17 @@ import itertools
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from xdsl.dialects import affine, arith, func, math, memref
-from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Block, Operation, SSAValue
-from xdsl.ir.affine import (
-    AffineBinaryOpExpr,
-    AffineBinaryOpKind,
-    AffineConstantExpr,
-    AffineDimExpr,
-    AffineExpr,
-    AffineSymExpr,
-)
+from xdsl.ir.affine import AffineConstantExpr
 
 from dialects import kernel as K
 from dialects import loop as L
-from dialects.dtypes import from_ir
 
+from ..codegen.ops import emit
 from . import numpy_backend
-
-
-def dtype_of(t) -> np.dtype:
-    return np.dtype(np.int64) if isinstance(t, IndexType) else from_ir(t)
+from .numpy_ops import NumpyOps, affine_value, dtype_of
 
 
 def poison(shape: Sequence[int], dt: np.dtype) -> np.ndarray:
@@ -55,65 +48,7 @@ def poison(shape: Sequence[int], dt: np.dtype) -> np.ndarray:
     return np.zeros(shape, dt)
 
 
-# ---- scalar rules: numpy arrays in, one array out ------------------------------------------
-def _trunc_div(a, b):
-    with np.errstate(all="ignore"):
-        q = np.abs(a) // np.where(b == 0, 1, np.abs(b))
-    return np.where((a < 0) != (b < 0), -q, q).astype(a.dtype)
-
-
-def _shift(fn):
-    def run(a, b):
-        bits = a.dtype.itemsize * 8
-        return np.where(b < bits, fn(a, np.minimum(b, bits - 1).astype(a.dtype)), 0).astype(a.dtype)
-    return run
-
-
-SCALAR: dict[type, Callable] = {
-    arith.AddfOp: np.add, arith.SubfOp: np.subtract, arith.MulfOp: np.multiply,
-    arith.DivfOp: np.divide, arith.NegfOp: np.negative, arith.MaximumfOp: np.maximum,
-    arith.MinimumfOp: np.minimum,
-    arith.AddiOp: np.add, arith.SubiOp: np.subtract, arith.MuliOp: np.multiply,
-    arith.DivSIOp: _trunc_div, arith.RemSIOp: np.fmod,
-    arith.AndIOp: np.bitwise_and, arith.OrIOp: np.bitwise_or, arith.XOrIOp: np.bitwise_xor,
-    arith.ShLIOp: _shift(np.left_shift), arith.ShRSIOp: np.right_shift,
-    arith.SelectOp: np.where,
-    math.ExpOp: np.exp, math.LogOp: np.log, math.TanhOp: np.tanh, math.SqrtOp: np.sqrt,
-    math.AbsFOp: np.abs, math.FloorOp: np.floor, math.CeilOp: np.ceil, math.TruncOp: np.trunc,
-    math.RoundEvenOp: np.rint, math.CopySignOp: np.copysign, math.SinOp: np.sin,
-    math.CosOp: np.cos, math.TanOp: np.tan, math.Exp2Op: np.exp2, math.ExpM1Op: np.expm1,
-    math.Log2Op: np.log2, math.Log10Op: np.log10, math.Log1pOp: np.log1p,
-    math.PowFOp: np.power, math.AtanOp: np.arctan, math.Atan2Op: np.arctan2,
-    math.CbrtOp: np.cbrt, math.AsinOp: np.arcsin, math.AcosOp: np.arccos,
-    math.SinhOp: np.sinh, math.CoshOp: np.cosh, math.AsinhOp: np.arcsinh,
-    math.AcoshOp: np.arccosh, math.AtanhOp: np.arctanh,
-    math.FmaOp: lambda a, b, c: a * b + c,
-}
-
-# ordered predicates are false on NaN, unordered ones true
-CMPF: dict[str, Callable] = {
-    "oeq": np.equal, "one": lambda a, b: (a < b) | (a > b), "olt": np.less, "ole": np.less_equal,
-    "ogt": np.greater, "oge": np.greater_equal, "ord": lambda a, b: ~(np.isnan(a) | np.isnan(b)),
-    "ueq": lambda a, b: ~((a < b) | (a > b)), "une": np.not_equal,
-    "ult": lambda a, b: ~(a >= b), "ule": lambda a, b: ~(a > b),
-    "ugt": lambda a, b: ~(a <= b), "uge": lambda a, b: ~(a < b),
-    "uno": lambda a, b: np.isnan(a) | np.isnan(b),
-    "false": lambda a, b: np.zeros(np.broadcast(a, b).shape, bool),
-    "true": lambda a, b: np.ones(np.broadcast(a, b).shape, bool),
-}
-_CMPF_NAMES = ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord", "ueq", "ugt", "uge",
-               "ult", "ule", "une", "uno", "true")
-CMPI: dict[str, Callable] = {
-    "eq": np.equal, "ne": np.not_equal, "slt": np.less, "sle": np.less_equal,
-    "sgt": np.greater, "sge": np.greater_equal,
-}
-_CMPI_NAMES = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
-
-
-def _unsigned(a: np.ndarray) -> np.ndarray:
-    return a.view(np.dtype(f"u{a.dtype.itemsize}")) if a.dtype.kind == "i" else a
-
-
+# ---- reductions: the reduced array's axes in, numpy's reduction out ----------------------
 def _reduce_sum(x, axes):
     return np.any(x, axis=axes) if x.dtype == bool else np.sum(x, axis=axes, dtype=x.dtype)
 
@@ -136,29 +71,6 @@ REDUCE: dict[str, Callable] = {
     "any": lambda x, axes: np.any(x, axis=axes), "all": lambda x, axes: np.all(x, axis=axes),
     "argmax": _arg(np.argmax), "argmin": _arg(np.argmin),
 }
-
-
-def affine_value(e: AffineExpr, dims: list, symbols: Sequence = ()):
-    if isinstance(e, AffineDimExpr):
-        return dims[e.position]
-    if isinstance(e, AffineSymExpr):
-        return symbols[e.position]
-    if isinstance(e, AffineConstantExpr):
-        return e.value
-    assert isinstance(e, AffineBinaryOpExpr)
-    a, b = affine_value(e.lhs, dims, symbols), affine_value(e.rhs, dims, symbols)
-    k = e.kind
-    if k == AffineBinaryOpKind.Add:
-        return a + b
-    if k == AffineBinaryOpKind.Mul:
-        return a * b
-    if k == AffineBinaryOpKind.Mod:
-        return np.mod(a, b)
-    if k == AffineBinaryOpKind.FloorDiv:
-        return np.floor_divide(a, b)
-    if k == AffineBinaryOpKind.CeilDiv:
-        return -np.floor_divide(-a, b)
-    raise NotImplementedError(f"affine expression {e}")
 
 
 class Interpreter:
@@ -319,42 +231,13 @@ class Interpreter:
 
     # ---- one value -------------------------------------------------------------------------
     def scalar(self, op: Operation, args: list, depth: int) -> np.ndarray:
-        rt = op.results[0].type
-        dt = dtype_of(rt)
+        """A scalar op, by the numpy ops handler (`numpy_ops.NumpyOps`)."""
         with np.errstate(all="ignore"):
-            if isinstance(op, (L.ConstOp, K.ParamOp)):
-                text = op.value.data if isinstance(op, L.ConstOp) else self.params[op.index.value.data]
-                c = numpy_backend.parse_constant(text, dt)
+            if isinstance(op, K.ParamOp):  # the kernel's value for this launch
+                dt = dtype_of(op.result.type)
+                c = numpy_backend.parse_constant(self.params[op.index.value.data], dt)
                 return np.asarray(c, dt).reshape((1,) * depth)
-            if isinstance(op, L.UfuncOp):
-                return np.asarray(getattr(np, op.fn.data)(*args)).astype(dt)
-            if isinstance(op, L.CastOp):
-                return args[0].astype(dt)
-            if isinstance(op, arith.CmpfOp):
-                return CMPF[_CMPF_NAMES[op.predicate.value.data]](*args)
-            if isinstance(op, arith.CmpiOp):
-                name = _CMPI_NAMES[op.predicate.value.data]
-                if name.startswith("u"):
-                    return CMPI["s" + name[1:]](_unsigned(args[0]), _unsigned(args[1]))
-                return CMPI[name](*args)
-            if isinstance(op, affine.ApplyOp):
-                m = op.map.data
-                return np.asarray(affine_value(m.results[0], args[:m.num_dims], args[m.num_dims:]),
-                                  np.int64)
-            if isinstance(op, (arith.IndexCastOp, arith.ExtFOp, arith.TruncFOp, arith.SIToFPOp,
-                               arith.FPToSIOp, arith.ExtSIOp, arith.TruncIOp)):
-                return args[0].astype(dt)
-            if isinstance(op, arith.ExtUIOp):
-                return _unsigned(args[0]).astype(dt)
-            if isinstance(op, (arith.DivUIOp, arith.RemUIOp, arith.ShRUIOp)):
-                a, b = _unsigned(args[0]), _unsigned(args[1])
-                fn = {arith.DivUIOp: np.floor_divide, arith.RemUIOp: np.remainder,
-                      arith.ShRUIOp: np.right_shift}[type(op)]
-                return fn(a, np.where(b == 0, 1, b) if fn is not np.right_shift else b).astype(dt)
-            rule = SCALAR.get(type(op))
-            if rule is None:
-                raise NotImplementedError(f"interpreter: no rule for {op.name}")
-            return np.asarray(rule(*args)).astype(dt)
+            return emit(NumpyOps(depth), op, args)
 
 
 def run_module(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

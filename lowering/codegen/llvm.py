@@ -12,7 +12,7 @@ pointer; `strides[off_j + d]` its stride in elements along dim d. It returns
 the IEEE exception flags raised on its thread while it ran (MXCSR bits:
 `fp_flags_wrapper`, `KernelCodegen.op_flags`).
 
-Scalar semantics are numpy's (the ops handler below): no `nnan`/`ninf`
+Scalar semantics are numpy's (the ops handler `llvm_ops.LLVMOps`): no `nnan`/`ninf`
 flags, NaN-propagating maximum/minimum like np.maximum, Python-style floor
 division and modulo, numpy's integer division by zero (0), shifts past the
 width, and numpy's float->int casts on x86 (out of range -> INT_MIN).
@@ -62,6 +62,8 @@ from dialects import kernel as K
 from dialects import loop as L
 from dialects import ufuncs as U
 from runtime.errors import MXCSR_IE, MXCSR_OE, MXCSR_UE, MXCSR_ZE
+
+from .ops import emit
 
 try:  # vectorized transcendentals (polynomials); else per-lane libm calls
     from . import llvm_math
@@ -489,7 +491,7 @@ class KernelCodegen:
             self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
             return
         args = [self.value(o, w) for o in op.operands]
-        self.vals[op.results[0]] = r = scalar_op(self, op, args, w)
+        self.vals[op.results[0]] = r = emit(LLVMOps(self, w), op, args)
         if X86:
             self.op_flags(op, args, r)
 
@@ -499,7 +501,7 @@ class KernelCodegen:
         integer division, the vector math functions (`llvm_math`: special
         values are selected, not computed) and logaddexp of a NaN (numpy's
         loop compares signal on it)."""
-        name = _MATH_OPS.get(op.name) or (op.fn.data if op.name == "loop.ufunc" else None)
+        name = MATH_UFUNC.get(op.name) or (op.fn.data if op.name == "loop.ufunc" else None)
         if name is None or not op.operands:
             return
         t = op.operands[0].type
@@ -1270,4 +1272,4 @@ def horizontal(cg, kind, t, v, w):
     return b.extract_element(v, const(I32, 0)) if isinstance(v.type, ir.VectorType) else v
 
 
-from .llvm_ops import _MATH_OPS, scalar_op  # noqa: E402
+from .llvm_ops import MATH_UFUNC, LLVMOps  # noqa: E402

@@ -103,6 +103,8 @@ PATTERNS = {
     "argmax": (lambda x: (np.argmax(x, axis=1), np.argmin(x, axis=0)), 0.0),
     "integers": (lambda x: (np.nan_to_num(x) * 10).astype(np.int32) // 3, 0.0),
     "max with NaN": (lambda x: np.maximum(x, 0.5).max(axis=1), 0.0),
+    "integer extremes": (lambda x: np.maximum((np.nan_to_num(x) * 10).astype(np.int64), -3)
+                         - np.minimum((np.nan_to_num(x) * 7).astype(np.int64), 4), 0.0),
 }
 
 
