@@ -297,10 +297,12 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
     keys: dict[str, tuple] = {}
     bodies: dict[tuple, int] = {}
     outputs: tuple[int, ...] = ()
+    n_slots = len(args)  # (a cast names a slot that exists: slots has more names than slots)
     for op in f.body.blocks[0].ops:
         if isinstance(op, memref.AllocOp):
             t = op.memref.type
-            slots[op.memref] = len(slots)
+            slots[op.memref] = n_slots
+            n_slots += 1
             steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
         elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
             slots[op.dest] = slots[op.source]

@@ -32,6 +32,7 @@ def test_a_row_loop_compiles_one_kernel_body():
     x, w = np.random.default_rng(0).random((40, 24)), np.random.default_rng(1).random(24)
     f = lowering.compile(rows(40))
     assert_same_value(f(x, w), rows(40)(x, w))
+    assert f.stats["eager_fallbacks"] == 0
     assert f.stats["kernel_bodies"] == 1
     out = lowering.explain(rows(40))(x, w)
     assert out.kernel_count == 40 and out.kernel_bodies == 1
@@ -198,6 +199,9 @@ def test_a_loop_over_shrinking_slices_shares_its_bodies():
     data = np.random.default_rng(6).random((30, 12))
     f = lowering.compile(correlation)
     assert_same_value(f(data), correlation(data))
+    assert_same_value(f(data), correlation(data))
+    # (compiled both times: an error inside the program would re-run it eagerly)
+    assert f.stats["eager_fallbacks"] == 0 and f.stats["cache_hits"] == 1
     out = lowering.explain(correlation)(data)
     assert out.kernel_bodies <= 5 < out.kernel_count
     assert f.stats["kernel_bodies"] == out.kernel_bodies
@@ -234,7 +238,9 @@ def test_shrinking_slices_equal_numpy(n, extra, step, dtype, layout):
             out[i, i:] = x[i, i:] * 2 + i
         return out
 
-    assert_same_value(lowering.compile(tri)(x), tri(x))
+    f = lowering.compile(tri)
+    assert_same_value(f(x), tri(x))
+    assert f.stats["eager_fallbacks"] == 0
 
 
 def test_large_kernels_keep_their_sizes():
