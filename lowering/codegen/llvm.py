@@ -36,17 +36,7 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 from xdsl.dialects import affine, arith
-from xdsl.dialects.builtin import (
-    AnyFloat,
-    Float16Type,
-    Float32Type,
-    Float64Type,
-    IndexType,
-    IntegerType,
-    MemRefType,
-    NoneAttr,
-    Signedness,
-)
+from xdsl.dialects.builtin import IntegerType, MemRefType, NoneAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr
 from xdsl.ir.affine.affine_expr import (
@@ -63,14 +53,25 @@ from dialects import loop as L
 from dialects import ufuncs as U
 from runtime.errors import MXCSR_IE, MXCSR_OE, MXCSR_UE, MXCSR_ZE
 
+from .llvm_ops import MATH_UFUNC, LLVMOps
+from .llvm_types import (
+    FM,
+    I1,
+    I8,
+    I32,
+    I64,
+    const,
+    is_float,
+    is_unsigned,
+    item_bytes,
+    llvm_math,
+    llvm_type,
+    mem_type,
+    np_extreme,
+    vec,
+)
 from .ops import emit
 
-try:  # vectorized transcendentals (polynomials); else per-lane libm calls
-    from . import llvm_math
-except ImportError:  # pragma: no cover
-    llvm_math = None  # type: ignore[assignment]
-
-I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 # a kernel's 4th argument, the launch's scalars (int64 words): the two status
 # words of its index checks, then its parameters' raw bits
@@ -78,65 +79,8 @@ SCALAR_PARAMS = 2
 VOID = ir.VoidType()
 MXCSR_FLAGS = 0x3F  # the sticky exception flags: IE DE ZE OE UE PE
 MXCSR_REPORTED = MXCSR_IE | MXCSR_ZE | MXCSR_OE | MXCSR_UE  # numpy's four categories
-# No fast-math flags on element-wise arithmetic: without contraction into FMA,
-# +,-,*,/ and sqrt round exactly as numpy's loops do, so compiled results are
-# bitwise numpy's wherever numpy's own loops are IEEE-exact. (Reductions
-# reassociate by construction: their accumulation order is ours.)
-FM: tuple[str, ...] = ()
 
 
-def llvm_type(t) -> ir.Type:
-    if isinstance(t, Float32Type):
-        return ir.FloatType()
-    if isinstance(t, Float64Type):
-        return ir.DoubleType()
-    if isinstance(t, Float16Type):
-        return ir.HalfType()
-    if isinstance(t, IntegerType):
-        return ir.IntType(t.width.data)
-    if isinstance(t, IndexType):
-        return I64
-    raise TypeError(f"no LLVM type for {t}")
-
-
-def mem_type(t) -> ir.Type:
-    """In memory, numpy's bool is a byte."""
-    lt = llvm_type(t)
-    return I8 if lt == I1 else lt
-
-
-def item_bytes(mt: ir.Type) -> int:
-    """Bytes of one element in memory (also its natural alignment)."""
-    if isinstance(mt, ir.IntType):
-        return max(mt.width // 8, 1)
-    return {"float": 4, "double": 8, "half": 2}[str(mt)]
-
-
-def is_float(t) -> bool:
-    return isinstance(t, AnyFloat)
-
-
-def is_unsigned(t) -> bool:
-    return isinstance(t, IntegerType) and (t.width.data == 1 or t.signedness.data == Signedness.UNSIGNED)
-
-
-def vec(t: ir.Type, w: int) -> ir.Type:
-    return t if w == 1 else ir.VectorType(t, w)
-
-
-def const(t: ir.Type, v, w: int = 1):
-    c = ir.Constant(t, v)
-    return c if w == 1 else ir.Constant(ir.VectorType(t, w), [c] * w)
-
-
-def parse_const(text: str, t) -> object:
-    if text in ("true", "false"):
-        return 1 if text == "true" else 0
-    if is_float(t):
-        return float(text)
-    v = int(text)
-    width = t.width.data
-    return v & ((1 << width) - 1) if v < 0 else v
 
 
 class Emitter:
@@ -1247,19 +1191,6 @@ def combine(cg: KernelCodegen, kind: str, t, a, x):
     raise NotImplementedError(kind)
 
 
-def np_extreme(cg, is_max: bool, t, a, x):
-    """np.maximum(a, x) / np.minimum(a, x): a NaN in `a` wins, otherwise `a` only
-    when strictly greater (smaller) — so a NaN in `x` wins too, and of two equal
-    values (0.0 and -0.0) the second is returned, as numpy's loops do."""
-    b = cg.b
-    if is_float(t):
-        keep = b.fcmp_ordered(">" if is_max else "<", a, x)
-        keep = b.or_(keep, b.fcmp_unordered("uno", a, a))
-        return b.select(keep, a, x)
-    cmp = b.icmp_unsigned if is_unsigned(t) else b.icmp_signed
-    return b.select(cmp(">" if is_max else "<", a, x), a, x)
-
-
 def horizontal(cg, kind, t, v, w):
     """Tree-combine the lanes of a vector accumulator."""
     b = cg.b
@@ -1272,4 +1203,3 @@ def horizontal(cg, kind, t, v, w):
     return b.extract_element(v, const(I32, 0)) if isinstance(v.type, ir.VectorType) else v
 
 
-from .llvm_ops import MATH_UFUNC, LLVMOps  # noqa: E402

@@ -15,7 +15,7 @@ import llvmlite.ir as ir
 
 from dialects import ufuncs as U
 
-from .llvm import (
+from .llvm_types import (
     FM,
     I1,
     I32,
