@@ -9,6 +9,7 @@ import functools
 import inspect
 import os
 import threading
+import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from runtime.errors import FloatingPointFlags
+from runtime.errors import FloatingPointFlags, raised_as_numpy
 from runtime.guards import (
     ArrayCheck,
     Check,
@@ -266,6 +267,8 @@ class CompiledFunction:
         raises, warns and writes exactly as it would have."""
         if isinstance(error, ProgramError):
             error = error.error
+        if not raised_as_numpy(error):  # the compiled program itself failed
+            return self._program_failed(args, kwargs, error)
         if _no_eager_form(self.fn):  # grad/vjp of ours: numpy has no eager version
             if isinstance(error, FloatingPointFlags):
                 # numpy's errstate acted on by hand, then the program again
@@ -328,6 +331,22 @@ class CompiledFunction:
             self.stats["eager_fallbacks"] += 1
             return self.fn(*args, **kwargs)
         return _finish(trace.plan, results, sources, plan, gvals)
+
+    def _program_failed(self, args, kwargs, e: BaseException):
+        """A compiled program raised an error that is not numpy's (a failure of
+        the program itself, not of the call): the function runs eagerly from
+        now on, with one warning, as when compiling fails."""
+        if _no_eager_form(self.fn):  # a transformation of ours (grad, vjp)
+            raise e
+        self._failed = f"{type(e).__name__}: {e}"
+        self._fast, self.entries = None, []  # (no compiled entry runs again)
+        where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
+        at = f" at {os.path.relpath(where.filename, _PKG)}:{where.lineno}" if where else ""
+        warnings.warn(f"lowering: a compiled program of {self.__qualname__} failed{at} "
+                      f"({self._failed}); running it eagerly from now on", RuntimeWarning,
+                      stacklevel=3)
+        self.stats["eager_fallbacks"] += 1
+        return self.fn(*args, **kwargs)
 
     def _compile_failed(self, args, kwargs, e: Exception):
         """An exception while tracing or compiling. If the function raises it

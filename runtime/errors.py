@@ -15,6 +15,8 @@ against the last capsule seen, whose mask is kept."""
 
 from __future__ import annotations
 
+import errno
+
 from numpy._core import umath as _umath
 
 # x86 MXCSR exception flags (the four numpy acts on; DE and PE it ignores)
@@ -103,3 +105,20 @@ class Collector:
 
     def exit(self, token) -> None:
         _var.reset(token)
+
+
+def as_numpy(e: BaseException) -> BaseException:
+    """Mark `e` as the error numpy raises here (a numpy routine's own, or an
+    index check's IndexError made as numpy's): the call re-runs eagerly and
+    numpy raises it. Any other error out of a program is a failure of the
+    compiled program itself."""
+    e._lowering_numpy = True  # type: ignore[attr-defined]
+    return e
+
+
+def raised_as_numpy(e: BaseException) -> bool:
+    """Whether a program's error is numpy's (`as_numpy`, the IEEE flags numpy
+    acts on, memory running out), not a failure of the program itself."""
+    return (isinstance(e, (FloatingPointFlags, MemoryError))
+            or (isinstance(e, OSError) and e.errno == errno.ENOMEM)  # (the pool's mmap)
+            or getattr(e, "_lowering_numpy", False))

@@ -49,7 +49,10 @@ class Program:
         token = collector.enter()
         try:
             for fn, ins, out in self.steps:
-                vals[out] = fn(*[vals[i] for i in ins])
+                try:
+                    vals[out] = fn(*[vals[i] for i in ins])
+                except Exception as e:  # each step is a numpy call: its error is numpy's
+                    raise errors.as_numpy(e)
         finally:
             collector.exit(token)
         if collector.bits:

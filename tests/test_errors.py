@@ -102,3 +102,52 @@ def test_floating_point_flags_in_a_gradient_follow_errstate():
         warnings.simplefilter("error")
         with np.errstate(divide="ignore"):
             np.testing.assert_array_equal(g(x), [np.inf, 1.0])
+
+
+@pytest.mark.parametrize("path", ["traced", "cached"])
+def test_a_failure_of_the_compiled_program_itself_warns_and_goes_eager(monkeypatch, path):
+    """An error out of a compiled program that is not numpy's (a fault of the
+    program, not of the call: here a kernel launch that raises) is not taken
+    for numpy's error and re-run silently: one warning names it, and the
+    function runs eagerly from then on, with numpy's results."""
+    from lowering.pipeline import clear_programs
+    from runtime import cpu
+
+    clear_programs()
+    x = np.linspace(-1.0, 1.0, 4096)
+
+    def f(x):
+        return np.tanh(x) * 2.0 + 1.0
+
+    cf = lowering.compile(f, backend="cpu")
+    if path == "cached":
+        np.testing.assert_allclose(cf(x), f(x))
+        cf._fast = None  # (the Python path: the launch below is what it calls)
+
+    def broken(*args, **kwargs):
+        raise TypeError("a launch that fails")
+
+    monkeypatch.setattr(cpu, "launch", broken)
+    with pytest.warns(RuntimeWarning, match="compiled program of .*failed.*TypeError: a launch"):
+        got = cf(x)
+    np.testing.assert_allclose(got, f(x))
+    monkeypatch.undo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(cf(x), f(x))  # eager now, no second warning
+    assert cf.stats["eager_fallbacks"] == 2
+
+
+def test_an_index_error_of_a_kernel_is_numpys_and_does_not_warn():
+    x = np.arange(10.0)
+
+    def f(x, i):
+        return x[i] * 2.0
+
+    cf = lowering.compile(f, backend="cpu")
+    np.testing.assert_array_equal(cf(x, np.array([1, 2, -1])), f(x, np.array([1, 2, -1])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(IndexError, match="out of bounds"):
+            cf(x, np.array([1, 20]))
+    np.testing.assert_array_equal(cf(x, np.array([3, 4])), f(x, np.array([3, 4])))

@@ -155,7 +155,8 @@ class IndexChecks:
 
     def error(self) -> IndexError:
         axis, size = self.table[self.status[0] - 1]
-        return IndexError(f"index {self.status[1]} is out of bounds for axis {axis} with size {size}")
+        return errors.as_numpy(IndexError(  # type: ignore[return-value]
+            f"index {self.status[1]} is out of bounds for axis {axis} with size {size}"))
 
 
 def param_bits(k: K.KernelOp) -> list[int]:
@@ -341,13 +342,23 @@ def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
     """The routine of an extern step, and the constant it makes (an array
     constant's extern), if any."""
     if e.op is None:
-        return blas.matmul(*e.transposed, e.flops), None
+        matmul = blas.matmul(*e.transposed, e.flops)
+
+        def run_matmul(*arrs, matmul=matmul):
+            try:
+                matmul(*arrs)
+            except Exception as err:  # (numpy's matmul: its error is numpy's)
+                raise errors.as_numpy(err)
+        return run_matmul, None
     inner = e.op.computed()
     rule = numpy_backend.RULES[type(inner)](inner)
     constant = rule() if e.fn == "numpy:array.constant" else None
 
     def run(*arrs, rule=rule, k=e.n_inputs, m=len(e.args) - e.n_inputs):
-        res = rule(*arrs[:k])  # a tuple where the op has several results
+        try:
+            res = rule(*arrs[:k])  # a tuple where the op has several results
+        except Exception as err:  # the numpy routine's own error
+            raise errors.as_numpy(err)
         for buf, r in zip(arrs[k:], res if m > 1 else (res,)):
             buf[...] = r
     return run, constant
