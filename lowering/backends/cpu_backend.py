@@ -104,6 +104,7 @@ def emit_llvm(kernel_module: ModuleOp, prefix: str = "",
         if prefix:
             k.sym_name = StringAttr(prefix + k.sym_name.data)
         em.kernel(k)
+    outline_math(em.module)
     # AVX-512 CPUs: LLVM otherwise prefers 256-bit vectors; our loops are
     # written for the full width (llvmlite's builder has no string attributes)
     bits = cpu.vector_bits()
@@ -112,6 +113,31 @@ def emit_llvm(kernel_module: ModuleOp, prefix: str = "",
         text = text.replace(f") {attrs}\n{{", f') {attrs} "prefer-vector-width"="{bits}" '
                             f'"min-legal-vector-width"="{bits}"\n{{')
     return text, kernels
+
+
+# a vector math function (llvm_math: ~100 instructions) called from more
+# places than this in one module is called, not inlined at each: LLVM's -O3
+# and code generation grow faster than linearly with a kernel's size (a
+# 100-step tanh/mean chain: 11.5 s of LLVM), and a call costs a few cycles
+# next to the function's own ~40
+MATH_INLINE_MAX_CALLS = 8
+
+
+def outline_math(module) -> None:
+    """Math functions called from more than MATH_INLINE_MAX_CALLS places stay
+    functions (`noinline`); the others are inlined at each call (`alwaysinline`)."""
+    calls: dict[str, int] = {}
+    for fn in module.functions:
+        for block in fn.blocks:
+            for ins in block.instructions:
+                callee = getattr(ins, "callee", None)
+                name = getattr(callee, "name", "")
+                if name.startswith("lowering."):
+                    calls[name] = calls.get(name, 0) + 1
+    for fn in module.functions:
+        if calls.get(fn.name, 0) > MATH_INLINE_MAX_CALLS and "alwaysinline" in fn.attributes:
+            fn.attributes.discard("alwaysinline")
+            fn.attributes.add("noinline")
 
 
 _SIGNALING = re.compile(r"^(\s*%\S+ = )fcmp (olt|ole|ogt|oge|ult|ule|ugt|uge) "

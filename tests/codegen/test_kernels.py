@@ -12,6 +12,7 @@ import pytest
 from xdsl.parser import Parser
 
 import lowering
+from lowering.testing import assert_same_value
 from dialects import kernel as K
 from dialects import loop as L
 from lowering import dump
@@ -344,3 +345,30 @@ def test_a_reduction_reading_a_grouped_one_waits_for_it():
     x = np.random.default_rng(1).standard_normal((16, 300)).astype(np.float32)
     np.testing.assert_allclose(lowering.compile(norm_plus_abs_sum)(x), norm_plus_abs_sum(x),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_a_math_function_called_from_many_places_is_called_not_inlined():
+    """A long chain of tanh steps in one kernel calls one tanh function
+    (`noinline`) instead of inlining ~100 instructions at each of its calls
+    (LLVM's time grows faster than the kernel); a kernel with few calls
+    inlines it. Results are numpy's either way."""
+    import re
+
+    from lowering.backends.cpu_backend import MATH_INLINE_MAX_CALLS, emit_llvm
+    from lowering.pipeline import lower
+    from tests.passes.test_levels_interpreted import graph_inputs
+
+    def chain(n):
+        def f(x):
+            for _ in range(n):
+                x = np.tanh(x) * 1.01 + x.mean(axis=1, keepdims=True)
+            return x
+        return f
+
+    x = np.random.default_rng(9).random((8, 40))
+    for n, inlined in ((1, True), (MATH_INLINE_MAX_CALLS + 1, False)):
+        module, inputs = graph_inputs(chain(n), (x,))
+        text, _ = emit_llvm(lower(module, "cpu", ["C"])[0])
+        attrs = re.search(r'define internal [^\n]*@"lowering\.tanh\.[^\n]*', text).group(0)
+        assert ("alwaysinline" in attrs) == inlined and ("noinline" in attrs) != inlined
+        assert_same_value(lowering.compile(chain(n))(x), chain(n)(x))
