@@ -35,7 +35,7 @@ The cost model, all of it:
   buffer, or where one reads rows the other wrote at the same point, become
   one launch (`merge_rows`, horizontal fusion: `x.sum(-1)`, `x.max(-1)` and
   `(x*x).sum(-1)` read each row of x from memory once; the later passes over
-  it hit the cache)."""
+  it hit the cache), up to MERGE_ROWS_MAX_OPS ops per launch."""
 
 from __future__ import annotations
 
@@ -388,21 +388,38 @@ def _joins(run: list[L.KernelOp], k: L.KernelOp) -> bool:
     return shared
 
 
+# a run of merged kernels closes before its body passes this many ops: past
+# it, LLVM's optimizer and code generation grow faster than the kernel (a
+# 100-step tanh/mean chain merged into one kernel: 8 s of LLVM), while the
+# row a later kernel reads is still in cache; runs of equal kernels then
+# share one compiled body (share-kernels)
+MERGE_ROWS_MAX_OPS = 256
+
+
+def _ops(k: L.KernelOp) -> int:
+    return sum(1 for _ in k.body.walk())
+
+
 def merge_rows(f: func.FuncOp) -> None:
     """Runs of kernels (only allocations between them) that `_joins` accepts
     become one kernel whose body is theirs in order, at each point of the
     parallel dims: reductions of the same rows (`x.sum(-1)`, `x.max(-1)`)
-    then read each row from memory once, the later passes from cache."""
+    then read each row from memory once, the later passes from cache. A run
+    stops short of MERGE_ROWS_MAX_OPS ops."""
     runs, run = [], []
+    size = 0
     for op in list(f.body.block.ops):
         if isinstance(op, memref.AllocOp):
             continue
-        if isinstance(op, L.KernelOp) and run and _joins(run, op):
+        if (isinstance(op, L.KernelOp) and run and size + _ops(op) <= MERGE_ROWS_MAX_OPS
+                and _joins(run, op)):
             run.append(op)
+            size += _ops(op)
             continue
         runs.append(run)
         run = [op] if isinstance(op, L.KernelOp) and A.ints(op.parallel) and (
             "accumulate" not in op.attributes) else []
+        size = _ops(op) if run else 0
     runs.append(run)
     for run in runs:
         if len(run) < 2:

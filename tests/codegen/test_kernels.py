@@ -372,3 +372,27 @@ def test_a_math_function_called_from_many_places_is_called_not_inlined():
         attrs = re.search(r'define internal [^\n]*@"lowering\.tanh\.[^\n]*', text).group(0)
         assert ("alwaysinline" in attrs) == inlined and ("noinline" in attrs) != inlined
         assert_same_value(lowering.compile(chain(n))(x), chain(n)(x))
+
+
+def test_a_long_chain_of_row_kernels_merges_in_bounded_runs_that_share_a_body():
+    """merge_rows stops a run before MERGE_ROWS_MAX_OPS ops (LLVM's time
+    grows faster than a kernel), and the equal runs of a long chain of row
+    reductions share one compiled body: a 40-step chain compiles two."""
+    from dialects import kernel as K
+    from lowering.pipeline import lower
+    from passes.schedule import MERGE_ROWS_MAX_OPS
+    from tests.passes.test_levels_interpreted import graph_inputs
+
+    def chain(x):
+        for _ in range(40):
+            x = np.tanh(x) * 1.01 + x.mean(axis=1, keepdims=True)
+        return x
+
+    x = np.random.default_rng(10).random((16, 64))
+    module, inputs = graph_inputs(chain, (x,))
+    kernels = [o for o in lower(module, "cpu", ["C"])[0].walk() if isinstance(o, K.KernelOp)]
+    assert len(kernels) > 1
+    assert all(sum(1 for _ in k.body.walk()) <= MERGE_ROWS_MAX_OPS for k in kernels)
+    f = lowering.compile(chain)
+    assert_same_value(f(x), chain(x))
+    assert f.stats["kernel_bodies"] <= 2 and f.stats["eager_fallbacks"] == 0
