@@ -28,6 +28,7 @@ CHILD = textwrap.dedent("""
     import numpy as np
     import lowering
     from bench.workloads import layernorm
+    from lowering.testing import TOLERANCES, assert_same_value
 
     def libm(x, y):  # a kernel that calls libm (hypot, fmod: no inline expansion)
         return np.hypot(x, y) + np.fmod(x, y + 3.0)
@@ -42,7 +43,12 @@ CHILD = textwrap.dedent("""
     ok = []
     for fn, args in [(layernorm, (x, w, b)), (libm, (x, y)), (externs, (x[:16, :16],))]:
         got = lowering.compile(fn)(*args)
-        ok.append(bool(np.allclose(got, fn(*args), rtol=1e-5, atol=1e-5)))
+        try:  # (the suite's tolerance table: LayerNorm reduces 256 terms; libm's sum
+            # cancels, so its ULP from hypot grow as much)
+            assert_same_value(got, fn(*args), rtol=TOLERANCES.rtol(np.float32, "reduction", 256))
+            ok.append(True)
+        except AssertionError:
+            ok.append(False)
         ok.append(lowering.explain(fn)(*args).kernel_count > 0)
     print(json.dumps({"ok": ok, "info": lowering.cache_info()}))
 """)

@@ -197,22 +197,6 @@ def param_bits(k: K.KernelOp) -> list[int]:
     return out
 
 
-def launch_scalars(k: K.KernelOp):
-    """The int64 words a launch hands the kernel (its 4th argument: the two
-    status words of its index checks, then its parameters' bits), or None
-    when it needs none."""
-    params = param_bits(k)
-    has_checks = any(isinstance(o, L.IndexOp) for o in k.body.walk())
-    if not params and not has_checks:
-        return None
-    return (ctypes.c_int64 * (SCALAR_PARAMS + len(params)))(0, 0, *params)
-
-
-def index_checks(k: K.KernelOp, scalars) -> IndexChecks | None:
-    table = [(o.axis.value.data, o.size.value.data) for o in k.body.walk() if isinstance(o, L.IndexOp)]
-    return IndexChecks(table, scalars) if table else None
-
-
 @dataclass(frozen=True)
 class AllocStep:
     """Slot `slot` gets a buffer: `static` (the program's own, kept from call
@@ -232,7 +216,8 @@ class KernelStep:
     """A kernel launch over `work` points of its parallel domain, on
     `threads` threads, with the buffers in `bufs` (slots) as its pointer
     array `ptrs` and `scalars` (status words and parameters, see
-    `launch_scalars`); `checks` its `loop.index` checks, if any."""
+    `KernelPlan.scalars`) at `scalars_address`; `checks` its `loop.index`
+    checks, if any."""
     fn: object  # the JIT-compiled kernel (a ctypes function)
     bufs: tuple[int, ...]
     work: int
@@ -240,10 +225,7 @@ class KernelStep:
     ptrs: object  # ctypes array of void*, filled per call
     checks: IndexChecks | None = None
     scalars: object = None  # ctypes array of int64, or None
-
-    @property
-    def scalars_address(self) -> int | None:
-        return None if self.scalars is None else ctypes.addressof(self.scalars)
+    scalars_address: int | None = None  # (its address, taken once)
 
     @property
     def slots(self) -> tuple[int, ...]:
@@ -287,7 +269,9 @@ class KernelPlan:
     checks: tuple[tuple[int, int], ...]
 
     def scalars(self):
-        """`launch_scalars`, from the plan."""
+        """The int64 words a launch hands the kernel (its 4th argument: the
+        two status words of its index checks, then its parameters' bits), or
+        None when it needs none."""
         if not self.params and not self.checks:
             return None
         return (ctypes.c_int64 * (SCALAR_PARAMS + len(self.params)))(0, 0, *self.params)
@@ -433,7 +417,8 @@ class CpuProgram:
         ptrs = (ctypes.c_void_p * max(len(k.bufs), 1))()
         scalars = k.scalars()
         checks = IndexChecks(list(k.checks), scalars) if k.checks else None
-        return KernelStep(self._fns[k.name], k.bufs, k.work, k.threads, ptrs, checks, scalars)
+        return KernelStep(self._fns[k.name], k.bufs, k.work, k.threads, ptrs, checks, scalars,
+                          None if scalars is None else ctypes.addressof(scalars))
 
     def __call__(self, inputs):
         # the launch argument arrays are shared state: one call at a time
