@@ -55,6 +55,7 @@ from xdsl.irdl import (
 from xdsl.traits import Pure
 from xdsl.utils.exceptions import VerifyException
 
+from .symbols import SymDim, hint
 from .ufuncs import verify_call
 
 AnyTensor = base(TensorType)
@@ -75,11 +76,20 @@ def tensor_of(value: SSAValue) -> TensorType:
 
 
 def ints(attr: DenseArrayBase) -> tuple[int, ...]:
-    return tuple(int(v) for v in attr.get_values())
+    """The values of an i64 array (its size symbols kept: see `i64_array`)."""
+    sym = getattr(attr, "_symbolic", None)
+    return sym if sym is not None else tuple(int(v) for v in attr.get_values())
 
 
 def i64_array(values: Sequence[int]) -> DenseArrayBase:
-    return DenseArrayBase.from_list(i64, list(values))
+    """An i64 array attribute. Its storage is bytes, which would drop the
+    expressions of symbolic sizes (`dialects.symbols.SymDim`): an array
+    holding one keeps its values as given too, for `ints` to read."""
+    values = list(values)
+    attr = DenseArrayBase.from_list(i64, [hint(v) for v in values])
+    if any(isinstance(v, SymDim) for v in values):
+        object.__setattr__(attr, "_symbolic", tuple(values))
+    return attr
 
 
 def dims_agree(a: int, b: int) -> bool:

@@ -99,22 +99,40 @@ class KernelOp(IRDLOperation):
         return k
 
 
+def _verify_sizes(op: IRDLOperation, ranges: DenseArrayBase, sizes: Sequence[SSAValue]) -> None:
+    """One `sizes` operand per DYN extent (`loop.map`, `loop.reduce`)."""
+    dynamic = sum(1 for n in ints(ranges) if n == DYN)
+    if dynamic != len(sizes):
+        raise VerifyException(f"{op.name}: {dynamic} dynamic extents, {len(sizes)} sizes")
+
+
+def _extents(ranges: DenseArrayBase, sizes: Sequence[SSAValue]) -> list[int | SSAValue]:
+    """Each dim's extent: the static int, or (DYN) the next of `sizes`."""
+    it = iter(sizes)
+    return [next(it) if n == DYN else n for n in ints(ranges)]
+
+
 @irdl_op_definition
 class ReduceOp(IRDLOperation):
     """Combine the yielded value over the reduction domain `ranges`. argmax /
     argmin give the first position (row-major within `ranges`) of the extreme,
-    NaN winning, as i64."""
+    NaN winning, as i64. An extent known only when the kernel runs (kernels
+    of one body reducing rows of different lengths) is DYN in `ranges`, its
+    value the next of the `sizes` operands, as in `loop.map`."""
 
     name = "loop.reduce"
     kind = prop_def(StringAttr)
     ranges = prop_def(DenseArrayBase.constr(i64))
+    sizes = var_operand_def(IndexType)
     result = result_def()
     body = region_def("single_block")
     traits = traits_def(RecursiveMemoryEffect())
-    assembly_format = "$kind $ranges $body attr-dict `:` type($result)"
+    assembly_format = "$kind $ranges (`sizes` `(` $sizes^ `)`)? $body attr-dict `:` type($result)"
 
-    def __init__(self, kind: str, ranges: Sequence[int], result_type: Attribute):
+    def __init__(self, kind: str, ranges: Sequence[int], result_type: Attribute,
+                 sizes: Sequence[SSAValue] = ()):
         super().__init__(
+            operands=[list(sizes)],
             properties={"kind": StringAttr(kind), "ranges": i64_array(ranges)},
             result_types=[result_type],
             regions=[Region(_index_block(len(ranges)))],
@@ -123,12 +141,17 @@ class ReduceOp(IRDLOperation):
     def verify_(self) -> None:
         if self.kind.data not in LOOP_REDUCE_KINDS:
             raise VerifyException(f"loop.reduce: kind must be one of {LOOP_REDUCE_KINDS}")
+        _verify_sizes(self, self.ranges, self.sizes)
         term = self.body.block.last_op
         if not isinstance(term, YieldOp) or len(term.values) != 1:
             raise VerifyException("loop.reduce: body must yield one value")
         want = i64 if self.kind.data in ("argmax", "argmin") else term.values[0].type
         if self.result.type != want:
             raise VerifyException(f"loop.reduce: result type must be {want}")
+
+    def extents(self) -> list[int | SSAValue]:
+        """Each dim's extent: an int, or the SSA value giving it."""
+        return _extents(self.ranges, self.sizes)
 
 
 @irdl_op_definition
@@ -153,14 +176,11 @@ class MapOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        dynamic = sum(1 for n in ints(self.ranges) if n == DYN)
-        if dynamic != len(self.sizes):
-            raise VerifyException(f"loop.map: {dynamic} dynamic extents, {len(self.sizes)} sizes")
+        _verify_sizes(self, self.ranges, self.sizes)
 
     def extents(self) -> list[int | SSAValue]:
         """Each dim's extent: an int, or the SSA value giving it."""
-        sizes = iter(self.sizes)
-        return [next(sizes) if n == DYN else n for n in ints(self.ranges)]
+        return _extents(self.ranges, self.sizes)
 
 
 def _check_map(op: IRDLOperation, buf: SSAValue, idx: Sequence[SSAValue], m: AffineMap) -> None:

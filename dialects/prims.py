@@ -12,6 +12,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from dialects import array as A
 
 from .dtypes import from_ir, tensor_type
+from .symbols import SymDim, constant_text, hint, same_shape
 
 
 def shape_of(v: SSAValue) -> tuple[int, ...]:
@@ -48,7 +49,13 @@ class Prims:
 
     # ---- creation -----------------------------------------------------
     def constant(self, value, dtype: np.dtype, shape: tuple[int, ...] = ()) -> SSAValue:
-        return self._emit(A.ConstantOp(scalar_repr(value, np.dtype(dtype)), tensor_type(shape, np.dtype(dtype))))
+        dtype = np.dtype(dtype)
+        if isinstance(value, SymDim):  # a size's value: the text carries its expression
+            text = constant_text(value, scalar_repr(hint(value), dtype),
+                                 "f" if dtype.kind in "fc" else "i")
+        else:
+            text = scalar_repr(value, dtype)
+        return self._emit(A.ConstantOp(text, tensor_type(shape, dtype)))
 
     def dense(self, arr: np.ndarray) -> SSAValue:
         arr = np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d 1-d
@@ -66,7 +73,7 @@ class Prims:
 
     # ---- structure ------------------------------------------------------
     def broadcast(self, v: SSAValue, shape: tuple[int, ...]) -> SSAValue:
-        if shape_of(v) == tuple(shape):
+        if same_shape(shape_of(v), shape):
             return v
         return self._emit(A.BroadcastOp(v, tensor_type(tuple(shape), dtype_of(v))))
 
@@ -77,8 +84,8 @@ class Prims:
         return self._emit(A.CastOp(v, tensor_type(shape_of(v), dtype)))
 
     def reshape(self, v: SSAValue, shape: Sequence[int]) -> SSAValue:
-        shape = tuple(int(s) for s in shape)
-        if shape_of(v) == shape:
+        shape = tuple(s if isinstance(s, SymDim) else int(s) for s in shape)
+        if same_shape(shape_of(v), shape):
             return v
         return self._emit(A.ReshapeOp(v, tensor_type(shape, dtype_of(v))))
 
@@ -90,12 +97,12 @@ class Prims:
         return self._emit(A.TransposeOp(v, perm, tensor_type(tuple(s[p] for p in perm), dtype_of(v))))
 
     def slice(self, v, start, step, shape) -> SSAValue:
-        if tuple(shape) == shape_of(v) and all(b == 0 for b in start) and all(s == 1 for s in step):
+        if same_shape(shape, shape_of(v)) and all(b == 0 for b in start) and all(s == 1 for s in step):
             return v
         return self._emit(A.SliceOp(v, start, step, tensor_type(tuple(shape), dtype_of(v))))
 
     def insert_slice(self, src, dest, start, step) -> SSAValue:
-        if shape_of(src) == shape_of(dest) and all(b == 0 for b in start) and all(s == 1 for s in step):
+        if same_shape(shape_of(src), shape_of(dest)) and all(b == 0 for b in start) and all(s == 1 for s in step):
             return src
         return self._emit(A.InsertSliceOp(src, dest, start, step))
 

@@ -24,7 +24,9 @@ from runtime.guards import (
     GuardSet,
     IdentityCheck,
     LenCheck,
+    RelationCheck,
     SameAsCheck,
+    SizeSymbol,
     TypeCheck,
     ValueCheck,
     layout_class,
@@ -34,6 +36,12 @@ from runtime.guards import (
 from . import pytree
 from .capture.conversions import constructors_capture
 from dialects.dtypes import supported
+from dialects.dtypes import from_ir
+from dialects.symbols import ShapeEnv, SymDim, symbols_of
+from .backends.cpu_backend import CpuProgram
+from .backends.cpu_dynamic import DynamicProgram, NotSymbolic
+from .dynamic import (differences, fake_leaves, plain_sizes, probe_sizes, symbolic_dims,
+                      symbolic_shapes)
 from .capture.random import TracedGenerator, random_capture
 from .capture import sources as state_mod
 from .capture.tracer import (
@@ -136,6 +144,11 @@ def _make_fetch(paths: list):
     return ns["fetch"]
 
 
+class _NotForOtherSizes(Exception):
+    """A program traced with size symbols cannot serve other sizes: compile
+    it for the call's sizes (the reason is the message)."""
+
+
 class CompiledFunction:
     def __init__(self, fn: Callable, mode: str, dynamic, fullgraph: bool, backend: str | None,
                  memory_budget: float | None = None, partition: str | None = None):
@@ -144,9 +157,8 @@ class CompiledFunction:
         backend = backend or config.backend
         if backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-        if dynamic:
-            raise NotImplementedError("dynamic=True: symbolic shapes are not supported yet; "
-                                      "shapes are specialized and guarded")
+        if dynamic not in (None, True, False):
+            raise ValueError(f"dynamic must be True, False or None, got {dynamic!r}")
         partition = partition or config.partition
         if partition not in ("min_cut", "save_all"):
             raise ValueError(f"partition must be 'min_cut' or 'save_all', got {partition!r}")
@@ -158,6 +170,10 @@ class CompiledFunction:
         if not hasattr(self, "__qualname__"):  # partials, callable objects
             self.__qualname__ = self.__name__ = getattr(type(fn), "__qualname__", "function")
         self.fn, self.mode, self.fullgraph, self.backend = fn, mode, fullgraph, backend
+        self.dynamic = dynamic
+        # automatic dynamic: per leaf, the dims whose size changed between calls
+        self._auto_dims: dict[int, set[int]] = {}
+        self._symbols: tuple | None = None  # (shapes, env) of the entry being made
         self.entries: list[Entry] = []
         self.stats = Stats()
         self._warned = False
@@ -228,6 +244,8 @@ class CompiledFunction:
                     return self.fn(*args, **kwargs)
                 logger("recompiles").info("recompiling %s: %s", self.__qualname__,
                                           self._why(self.entries[-1], treedef, leaves, tree))
+                if self.dynamic is None:
+                    self._note_size_changes(leaves)
                 for i, e in enumerate(self.entries):
                     logger("guards").info("guard failed for %s (entry %d): %s", self.__qualname__,
                                           i, self._why(e, treedef, leaves, tree))
@@ -283,7 +301,33 @@ class CompiledFunction:
         self.stats["eager_fallbacks"] += 1
         return self.fn(*args, **kwargs)
 
+    def _note_size_changes(self, leaves) -> None:
+        """Automatic dynamic: the dims of array arguments whose size differs
+        from an entry's (same rank and dtype) are symbolic from now on."""
+        for e in self.entries:
+            for c in e.guards.checks:
+                if not isinstance(c, ArrayCheck) or c.where != "L" or c.index >= len(leaves):
+                    continue
+                x = leaves[c.index]
+                if type(x) is np.ndarray and x.ndim == len(c.shape) and x.dtype == c.dtype:
+                    for d, (want, got) in enumerate(zip(c.shape, x.shape)):
+                        if isinstance(want, int) and want != got:
+                            self._auto_dims.setdefault(c.index, set()).add(d)
+
     def _compile_and_run(self, args, kwargs, leaves, treedef):
+        dims = symbolic_dims(self.dynamic, leaves, self._auto_dims)
+        if not dims:
+            return self._compile_and_run_with(args, kwargs, leaves, treedef, None)
+        env = ShapeEnv()
+        shapes = symbolic_shapes(env, leaves, dims)
+        try:
+            return self._compile_and_run_with(args, kwargs, leaves, treedef, (shapes, env))
+        except _NotForOtherSizes as e:
+            logger("recompiles").info("%s: compiled for these sizes only (not for other sizes: "
+                                      "%s)", self.__qualname__, e)
+            return self._compile_and_run_with(args, kwargs, leaves, treedef, None)
+
+    def _compile_and_run_with(self, args, kwargs, leaves, treedef, symbols):
         tree = (args, kwargs)
         state = state_mod.walk(self.fn, leaves, tree, _leaf_names(self._sig, treedef))
         if state.truncated:
@@ -293,7 +337,12 @@ class CompiledFunction:
         gvals = [s.value for s in state.slots]
         sources = list(leaves) + gvals
         try:
-            results, trace, plan = self._trace(args, kwargs, leaves, treedef, sources, state)
+            if symbols is None:
+                results, trace, plan = self._trace(args, kwargs, leaves, treedef, sources, state)
+            else:
+                with symbols[1]:
+                    results, trace, plan = self._trace(args, kwargs, leaves, treedef, sources,
+                                                       state, symbolic=symbols[0])
         except Unsupported as e:
             state_mod.restore(state)
             if self.fullgraph:
@@ -307,6 +356,11 @@ class CompiledFunction:
         except ProgramError as e:  # a graph before a break failed as it ran
             state_mod.restore(state)
             return self._rerun(args, kwargs, e.error)
+        except _CompilerFailure as e:
+            state_mod.restore(state)
+            if symbols is not None and isinstance(e.error, NotSymbolic):
+                raise _NotForOtherSizes(str(e.error)) from None
+            return self._compile_failed(args, kwargs, e)
         except Exception as e:
             state_mod.restore(state)
             return self._compile_failed(args, kwargs, e)
@@ -314,12 +368,25 @@ class CompiledFunction:
         self.stats["graph_breaks"] += len(trace.breaks)
         self.stats["kernel_bodies"] += sum(p.kernel_bodies for p in self.programs_run)
         self.last_trace = trace
-        entry, gvals = self._make_entry(trace, leaves, treedef, state, plan)
+        if symbols is not None:
+            why = self._check_symbolic(args, kwargs, leaves, treedef, trace, plan, symbols)
+            if why is not None:
+                logger("recompiles").info("%s: compiled for these sizes only (not for other "
+                                          "sizes: %s)", self.__qualname__, why)
+                symbols = None
+            # a size the function returns or stores is the caller's plain int
+            trace.plan, plan.writes = plain_sizes(trace.plan), plain_sizes(plan.writes)
+        self._symbols = symbols
+        try:
+            entry, gvals = self._make_entry(trace, leaves, treedef, state, plan)
+        finally:
+            self._symbols = None
         self.entries.append(entry)
-        if (self._fast is None and not trace.breaks and entry.fetch is None
-                and not plan.writes):
-            self._fast = make_fast_call(entry.guards, treedef, leaves, trace,
-                                        self._last_prog, 0)
+        # (an entry for many sizes takes the fast call over from one for a few)
+        if ((self._fast is None or symbols is not None) and not trace.breaks
+                and entry.fetch is None and not plan.writes):
+            fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog, 0)
+            self._fast = fast if fast is not None else self._fast
         sources = list(leaves) + gvals
         if plan.failure is not None:
             return self._rerun(args, kwargs, plan.failure)
@@ -383,14 +450,17 @@ class CompiledFunction:
         self.stats["eager_fallbacks"] += 1
         return r
 
-    def _trace(self, args, kwargs, leaves, treedef, sources, state, fullgraph=None, log=True):
+    def _trace(self, args, kwargs, leaves, treedef, sources, state, fullgraph=None, log=True,
+               symbolic=None, run_segment=None):
         source_ids: dict[int, int] = {}
         for i, v in enumerate(sources):
             if isinstance(v, np.ndarray):
                 source_ids.setdefault(id(v), i)
         self.programs_run = []
-        tracer = Tracer(sources, self._run_segment, self.fullgraph if fullgraph is None else fullgraph,
-                        source_ids)
+        tracer = Tracer(sources, run_segment or self._run_segment,
+                        self.fullgraph if fullgraph is None else fullgraph, source_ids)
+        for i, shape in (symbolic or {}).items():
+            tracer.symbolic_shapes[source_ids.get(id(leaves[i]), i)] = shape
         tleaves = []
         for i, x in enumerate(leaves):
             if _is_traced_leaf(x):
@@ -564,6 +634,7 @@ class CompiledFunction:
                 replaced=frozenset()) -> GuardSet:
         names = _leaf_names(self._sig, treedef)
         checks: list[Check] = []
+        sym_shapes = self._symbols[0] if self._symbols is not None else {}
         first: dict[int, int] = {}
         array_leaves: list[int] = []
         for i, x in enumerate(leaves):
@@ -574,7 +645,7 @@ class CompiledFunction:
                     continue
                 first[id(x)] = i
                 array_leaves.append(i)
-                checks.append(_array_check("L", i, name, x))
+                checks.append(_array_check("L", i, name, x, sym_shapes.get(i)))
             elif isinstance(x, np.generic):
                 checks.append(TypeCheck("L", i, name, type(x), "scalar"))
             elif isinstance(x, float):
@@ -622,14 +693,87 @@ class CompiledFunction:
                 checks.append(TypeCheck("G", k, label, type(x)))
                 if j in sized or j in replaced:
                     checks.append(LenCheck("G", k, label, len(x)))
+        if self._symbols is not None:
+            checks.extend(_relation_checks(self._symbols, names))
         return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves,
                         g_arrays)
 
+    def _check_symbolic(self, args, kwargs, leaves, treedef, trace, plan, symbols) -> str | None:
+        """None where the program traced with size symbols serves every size
+        its relations admit, else why not (`lowering/dynamic.py`): traced and
+        compiled once more at other sizes (nothing runs), the two must agree."""
+        shapes, env = symbols
+        programs = list(self.programs_run)
+        if trace.breaks:
+            return "the function has graph breaks"
+        if any(isinstance(b, Draw) for s in trace.segments for b in s.bindings):
+            return "the function draws random numbers"
+        if not programs or not all(isinstance(p, (DynamicProgram, CpuProgram)) for p in programs):
+            return "its program is not a CPU program"
+        values = probe_sizes(env)
+        if values is None:
+            return f"no other sizes satisfy {list(env.relations) or 'the relations'}"
+        fleaves = fake_leaves(leaves, shapes, values)
+        ftree = pytree.unflatten(treedef, fleaves)
+        penv = ShapeEnv()
+        pshapes = {i: tuple(penv.symbol(values[d.expr]) if isinstance(d, SymDim) else d
+                            for d in shape) for i, shape in shapes.items()}
+        probe_programs: list = []
 
-def _array_check(where: str, index: int, name: str, x: np.ndarray) -> ArrayCheck:
-    """The guard on an array as traced: its dtype, every size, its layout
-    and, where it was writeable, that it still is."""
-    return ArrayCheck(where, index, name, x.dtype, x.shape, layout_of(x), x.flags.writeable)
+        def run_probe(module, inputs):
+            layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
+            prog = compile_segment(module, self.backend, layouts, structural_key(module),
+                                   self.partition)
+            probe_programs.append((module, prog))
+            (fn,) = module.ops
+            return [np.zeros(tuple(int.__int__(n) for n in t.get_shape()), from_ir(t.element_type))
+                    for t in fn.function_type.outputs.data]
+
+        pstate = state_mod.walk(self.fn, fleaves, ftree, _leaf_names(self._sig, treedef))
+        psources = list(fleaves) + [sl.value for sl in pstate.slots]
+        saved = (self.programs_run, self._last_prog)
+        try:
+            with penv:
+                _, ptrace, pplan = self._trace(ftree[0], ftree[1], fleaves, treedef, psources,
+                                               pstate, log=False, symbolic=pshapes,
+                                               run_segment=run_probe)
+        except Exception as e:
+            state_mod.restore(pstate)
+            return f"tracing at other sizes failed ({type(e).__name__}: {e})"
+        finally:
+            self.programs_run, self._last_prog = saved
+        if list(penv.relations) != list(env.relations):
+            return (f"other relations at other sizes: {list(env.relations)} vs "
+                    f"{list(penv.relations)}")
+        if len(probe_programs) != len(trace.segments):
+            return "another number of graphs at other sizes"
+        for seg, (pmodule, pprog), prog in zip(trace.segments, probe_programs, programs):
+            why = (differences(seg.module, pmodule, path="graph")
+                   or differences(prog.exprs, pprog.exprs, path="sizes")
+                   or differences(prog.plan, pprog.plan, path="plan")
+                   or differences(prog.keys, pprog.keys, symbols=False, path="kernels"))
+            if why:
+                return why
+        return (differences(trace.plan, ptrace.plan, symbols=False, path="results")
+                or differences(plan.writes, pplan.writes, symbols=False, path="writes"))
+
+
+def _relation_checks(symbols, names) -> list[Check]:
+    """The relations recorded while compiling with size symbols, as checks
+    on the arguments' dims where the symbols were bound."""
+    shapes, env = symbols
+    bindings = tuple((d.expr, "L", i, k) for i, shape in shapes.items()
+                     for k, d in enumerate(shape) if isinstance(d, SymDim))
+    return [RelationCheck("L", bindings[0][2], "sizes", rel, bindings)
+            for rel in env.relations]
+
+
+def _array_check(where: str, index: int, name: str, x: np.ndarray, shape=None) -> ArrayCheck:
+    """The guard on an array as traced: its dtype, every size (a symbolic
+    one: its symbol), its layout and, where it was writeable, that it still is."""
+    dims = x.shape if shape is None else tuple(
+        SizeSymbol(d.expr) if isinstance(d, SymDim) else d for d in shape)
+    return ArrayCheck(where, index, name, x.dtype, dims, layout_of(x), x.flags.writeable)
 
 
 class _StandIns:
@@ -700,13 +844,17 @@ def structural_key(module) -> tuple:
     parts: list = [tuple(a.type for a in block.args)]
     for op in block.ops:
         if op.regions:
-            return (str(module),)
+            return (str(module), symbols_of([a.type for a in block.args]
+                                                  + [(o.properties, o.attributes, [r.type for r in o.results])
+                                                     for o in module.walk()]))
         operands = tuple(ids[o] for o in op.operands)
         for r in op.results:
             ids[r] = len(ids)
         parts.append((op.name, operands, tuple(op.properties.items()),
                       tuple(op.attributes.items()), tuple(r.type for r in op.results)))
-    return tuple(parts)
+    # (a size symbol's value compares equal to the plain size: its expression
+    # keeps a symbolic program apart from the one compiled for that size)
+    return tuple(parts) + (symbols_of(parts),)
 
 
 def _finish(out_plan, results, sources, plan: StatePlan, gvals):

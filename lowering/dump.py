@@ -291,7 +291,8 @@ class Dump:
     modules: list  # xdsl ModuleOp per graph, parsed back from the report's text
 
 
-def capture(fn: Callable, specs: list[ArgSpec], seed: int = 0, label: str | None = None) -> Dump:
+def capture(fn: Callable, specs: list[ArgSpec], seed: int = 0, label: str | None = None,
+            dynamic=None) -> Dump:
     """Trace fn on inputs built from specs; `lowering.explain` reports it."""
     from xdsl.parser import Parser
 
@@ -303,7 +304,7 @@ def capture(fn: Callable, specs: list[ArgSpec], seed: int = 0, label: str | None
     title = f"{label}(" + ", ".join(f"{n}: {s}" for n, s in zip(names, specs)) + ")"
     args, kwargs = make_inputs(specs, seed)
     try:
-        report = explain(fn)(*args, **kwargs)
+        report = explain(fn, dynamic=dynamic)(*args, **kwargs)
     except UsageError:
         raise
     except Exception as e:
@@ -345,6 +346,9 @@ def print_header(d: Dump, stage: str, out: TextIO) -> None:
     if r.guards:
         out.write("// guards:\n")
         out.writelines(f"//   {g}\n" for g in r.guards)
+        if any("[s" in g or ", s" in g for g in r.guards):
+            out.write("// size symbols s0, s1, ...: one program for every size the relations "
+                      "above admit;\n// the IR below prints the sizes it was traced with\n")
     if r.graph_count == 0:
         out.write("// no graph was captured: the function ran eagerly\n")
 
@@ -554,6 +558,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="time every stage (each pass, and the emitter: LLVM IR, -O3, JIT) "
                         "and print the times")
     p.add_argument("--seed", type=int, default=0, help="seed for the inputs (default 0)")
+    p.add_argument("--dynamic", action="store_true",
+                   help="compile with dynamic=True (size symbols for every dim but those of "
+                        "size 0 or 1) and show the symbols, their relations and the guards")
     p.add_argument("--grad", action="store_true",
                    help="differentiate the function (value_and_grad with respect to every "
                         "floating-point argument; it must return a scalar) and print the joint "
@@ -605,7 +612,7 @@ def _run(ns: argparse.Namespace, out: TextIO) -> int:
         fn = _differentiated(fn, specs, ns.seed, label)
     elif ns.memory_budget is not None:
         raise UsageError("--memory-budget needs --grad")
-    d = capture(fn, specs, ns.seed, label)
+    d = capture(fn, specs, ns.seed, label, dynamic=True if ns.dynamic else None)
     print_header(d, ns.stage, out)
     if ns.passes:
         print_pipeline(out, prefix="// ")

@@ -76,13 +76,15 @@ class ExplainOutput:
         return "\n".join(lines)
 
 
-def explain(fn):
-    """Return a callable that traces `fn` on the given arguments and reports."""
-    cf = fn if isinstance(fn, CompiledFunction) else compile(fn)
+def explain(fn, dynamic=None):
+    """Return a callable that traces `fn` on the given arguments and reports
+    (`dynamic`: as `compile`'s; a compiled function's own by default)."""
+    cf = fn if isinstance(fn, CompiledFunction) else compile(fn, dynamic=dynamic)
     # a bare grad/value_and_grad is explained as its compiled form
+    dynamic = dynamic if dynamic is not None else getattr(cf, "dynamic", None)
 
     def run(*args, **kwargs):
-        probe = CompiledFunction(cf.fn, cf.mode, None, False, cf.backend,
+        probe = CompiledFunction(cf.fn, cf.mode, dynamic, False, cf.backend,
                                  cf.partition[1], cf.partition[0])
         leaves, treedef = pytree.flatten((args, kwargs))
         probe._compile_and_run(args, kwargs, leaves, treedef)

@@ -33,8 +33,15 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     plain enough: see the module's docstring."""
     from runtime import native
 
+    from .backends.cpu_dynamic import DynamicProgram
+
     n = len(leaves)
     plan = trace.plan
+    if isinstance(prog, DynamicProgram):
+        if not _plain(trace, prog, treedef, n, n_globals) or any(c.where != "L"
+                                                                  for c in guards.checks):
+            return None
+        return _dynamic_fast_call(guards, leaves, trace, prog, n)
     if not _plain(trace, prog, treedef, n, n_globals) or any(c.where != "L" for c in guards.checks):
         return None
     seg = trace.segments[0]
@@ -58,8 +65,9 @@ def _plain(trace, prog, treedef, n: int, n_globals: int) -> bool:
     """A CPU program of one graph, called with flat positional arguments,
     reading no Python state and writing nothing back."""
     from .backends.cpu_backend import CpuProgram
+    from .backends.cpu_dynamic import DynamicProgram
 
-    return (isinstance(prog, CpuProgram) and not n_globals and not trace.breaks
+    return (isinstance(prog, (CpuProgram, DynamicProgram)) and not n_globals and not trace.breaks
             and not trace.plan.writebacks and flat_positional(treedef, n)
             and len(trace.segments) == 1)
 
@@ -198,6 +206,12 @@ class _FastBody:
             return f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})"
         return None
 
+    def compile_body(self, ret: str) -> Callable:
+        """`def body(L)`: the body alone (the caller checked the guards)."""
+        src = "\n".join(["def body(L):"] + self.lines + [ret]) + "\n"
+        exec(compile(src, "<lowering fast body>", "exec"), self.ns)
+        return self.ns["body"]
+
     def compile(self, guards, n: int, ret: str) -> Callable:
         """`def fast(*L)`: the entry's guards inlined (flat positional
         arguments: the structure check is the argument count; no mutation:
@@ -211,6 +225,60 @@ class _FastBody:
         fast = self.ns["fast"]
         fast.source = src  # type: ignore[attr-defined]
         return fast
+
+
+# per dynamic entry, the fast bodies kept (one per set of sizes, most recent)
+DYNAMIC_BODIES = 16
+
+
+def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | None:
+    """The fast call of an entry compiled with size symbols: its guards
+    (sizes and their relations) inlined, then the call's sizes pick the fast
+    body generated for them (made on a size set's first call from the plan
+    instantiated for it, `DynamicProgram.program_for`)."""
+    from runtime.guards import render_checks
+
+    seg = trace.segments[0]
+    plan = trace.plan
+    if not all(isinstance(b, int) for b in seg.bindings):
+        return None
+    where = [(seg.bindings[i], d) for _, i, d in prog.bindings]
+    first = tuple(leaves[b].shape[d] for b, d in where)
+    outs = _outputs(plan, prog.program_for(first))
+    if outs is None:
+        return None
+    bodies: dict[tuple, Callable] = {}
+
+    def make(key: tuple) -> Callable:
+        body = _FastBody(prog.program_for(key))
+        body.bind(seg.bindings, leaves)
+        ret = body.result(outs, plan.treedef)
+        body.run_steps()
+        fn = body.compile_body(ret)
+        if len(bodies) >= DYNAMIC_BODIES:
+            bodies.pop(next(iter(bodies)))
+        bodies[key] = fn
+        return fn
+
+    if _FastBody(prog.program_for(first)).result(outs, plan.treedef) is None:
+        return None  # (a structure of results the fast call does not build)
+    make(first)
+    ns: dict[str, Any] = {"MISS": MISS, "bodies": bodies, "make": make}
+    conds = [f"len(L) == {n}"] + render_checks(guards.checks, ns)
+    key = "(" + "".join(f"L[{b}].shape[{d}], " for b, d in where) + ")"
+    src = "\n".join([
+        "def fast(*L):",
+        "    if not (" + " and ".join(conds) + "):",
+        "        return MISS",
+        f"    k = {key}",
+        "    b = bodies.get(k)",
+        "    if b is None:",
+        "        b = make(k)",
+        "    return b(L)"]) + "\n"
+    exec(compile(src, "<lowering fast call (sizes)>", "exec"), ns)
+    fast = ns["fast"]
+    fast.source = src  # type: ignore[attr-defined]
+    return fast
 
 
 def _same(x):

@@ -51,7 +51,7 @@ from passes.strength_reduce import StrengthReduce
 from runtime import cpu
 from runtime.guards import layout_class
 
-from .backends import cpu_backend, cpu_cache, numpy_backend
+from .backends import cpu_cache, cpu_dynamic, numpy_backend
 from .config import config, logger
 
 __all__ = ["context", "cut_passes", "tensor_passes", "lower_passes", "pipeline", "run_passes",
@@ -180,7 +180,7 @@ def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
     if backend == "numpy":
         with stage("numpy-program"):
             return numpy_backend.compile_module(module)
-    return cpu_backend.build(module, report, stage, reuse)
+    return cpu_dynamic.build(module, report, stage, reuse)
 
 
 class ProgramKey(NamedTuple):

@@ -17,6 +17,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from dialects import array as A
+from dialects.symbols import same_type
 
 
 class FoldIdentity(RewritePattern):
@@ -25,7 +26,7 @@ class FoldIdentity(RewritePattern):
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: A.BroadcastOp | A.ReshapeOp | A.CastOp,
                           rewriter: PatternRewriter) -> None:
-        if op.input.type == op.result.type:
+        if same_type(op.input.type, op.result.type):
             rewriter.replace(op, [], [op.input])
 
 
@@ -57,7 +58,7 @@ class SliceOfInsertSlice(RewritePattern):
     def match_and_rewrite(self, op: A.SliceOp, rewriter: PatternRewriter) -> None:
         src = op.input.owner
         if (isinstance(src, A.InsertSliceOp) and src.start == op.start and src.step == op.step
-                and src.source.type == op.result.type):
+                and same_type(src.source.type, op.result.type)):
             rewriter.replace(op, [], [src.source])
 
 

@@ -24,6 +24,7 @@ from xdsl.pattern_rewriter import (
 
 from dialects import array as A
 from dialects import ufuncs as U
+from dialects.symbols import same_type
 
 Builder = Callable[[list[SSAValue]], Operation]
 
@@ -63,11 +64,11 @@ def builder_for(op: A.UfuncOp) -> Builder | None:
     el = in_t.element_type
     if name in _COMPARE:
         # numpy's comparison loops: both operands of one type, a bool result
-        if (len(op.inputs) == 2 and op.inputs[1].type == in_t
+        if (len(op.inputs) == 2 and same_type(op.inputs[1].type, in_t)
                 and out_t.element_type == IntegerType(1)):
             return lambda v: A.CompareOp(_COMPARE[name], *v)
         return None
-    if any(v.type != out_t for v in op.inputs):
+    if any(not same_type(v.type, out_t) for v in op.inputs):
         return None  # mixed-type loops (e.g. isnan: f -> i1) stay numpy ufuncs
     if isinstance(el, AnyFloat):
         return _FLOAT.get(name)

@@ -13,6 +13,7 @@ The cost model, all of it:
   eight times: 7.3 ms, it spills);
 * reductions whose innermost extent holds 16 vectors or more get 4
   independent accumulators (hides the add latency, shortens rounding chains);
+  an extent known only at the launch (DYN) counts as that long;
 * the launch splits the flattened parallel dims across threads; a kernel with
   no parallel dims and a single map splits that map's outermost dim; anything
   else runs whole;
@@ -21,7 +22,8 @@ The cost model, all of it:
   that accumulates into its output row after row (`accumulate`, a column
   reduction: its rows must run in order);
 * a reduction row that fits in half the L2 cache is re-read from cache by
-  each stage ("row-in-cache"), else it streams from memory ("streaming");
+  each stage ("row-in-cache"), else (or of a length known only at the
+  launch) it streams from memory ("streaming");
 * an output of STREAM_BYTES or more that the kernel only writes is stored
   around the cache (discardable attribute `nontemporal`, buffer positions):
   it would not stay in the last-level cache anyway, and a normal store first
@@ -54,6 +56,7 @@ from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
 from dialects import ufuncs as U
+from dialects.symbols import SymDim, hint, parallel_threads
 
 L2_BYTES = 512 * 1024
 LONG_CHAIN = 1  # transcendentals and divisions per point that make a chain "long"
@@ -65,6 +68,13 @@ def _bits(t) -> int:
     if isinstance(t, IntegerType):
         return max(t.width.data, 8)
     return {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}.get(str(t), 64)
+
+
+def _at_least(n: int, m: int) -> bool:
+    """Whether extent n is m or more; one known only at the launch (DYN, or
+    a size symbol's: `dialects.symbols`) is taken as large, unguarded (a
+    choice of speed, not of results)."""
+    return n == A.DYN or isinstance(n, SymDim) or hint(n) >= m
 
 
 def _size(t: MemRefType) -> int:
@@ -106,7 +116,9 @@ class Schedule(ModulePass):
         P = A.ints(k.parallel)
         body = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
         reduces = [o for o in k.body.walk() if isinstance(o, L.ReduceOp)]
-        unroll = 4 if any(A.ints(r.ranges) and A.ints(r.ranges)[-1] >= 16 * width for r in reduces) else 1
+        # (speed, not results: a symbolic size decides by its hint, unguarded)
+        unroll = 4 if any(A.ints(r.ranges) and _at_least(A.ints(r.ranges)[-1], 16 * width)
+                          for r in reduces) else 1
         if P:
             split, work = "parallel", 1
             for n in P:
@@ -115,15 +127,18 @@ class Schedule(ModulePass):
             split, work = "map", A.ints(body[0].ranges)[0]
         else:
             split, work = "none", 1
-        touched = max([_size(b.type) for b in bufs] or [0])
-        threads = 1 if (split == "none" or touched < self.parallel_threshold
-                        or "accumulate" in k.attributes) else max(min(self.threads, work), 1)
+        touched = max([_size(b.type) for b in bufs] or [0], key=hint)
+        if split == "none" or "accumulate" in k.attributes:
+            threads = 1
+        else:
+            threads = parallel_threads(touched, work, self.threads, self.parallel_threshold)
         reduction = "none"
         if reduces:
             row = 1
             for n in A.ints(reduces[0].ranges):
-                row *= n
-            reduction = "row-in-cache" if row * bits // 8 * 2 <= L2_BYTES else "streaming"
+                row = None if row is None or n == A.DYN else row * hint(n)
+            reduction = ("row-in-cache" if row is not None and row * bits // 8 * 2 <= L2_BYTES
+                         else "streaming")
         region = k.body.clone()
         kop = K.KernelOp(k.sym_name.data, bufs, P, vector_width=width, unroll=unroll, split=split,
                          work=work, threads=threads, reduction=reduction, body=region)
@@ -141,7 +156,7 @@ class Schedule(ModulePass):
         loaded = {o.buffer for o in k.body.walk() if isinstance(o, L.LoadOp)}
         stored = {o.buffer for o in k.body.walk() if isinstance(o, L.StoreOp)}
         return [j for j, b in enumerate(k.buffers) if b in stored and b not in loaded
-                and _size(b.type) * _bits(b.type.element_type) // 8 >= STREAM_BYTES]
+                and hint(_size(b.type)) * _bits(b.type.element_type) // 8 >= STREAM_BYTES]
 
 
 def _chain_ops(k: L.KernelOp) -> int:

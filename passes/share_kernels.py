@@ -10,8 +10,9 @@ a group's members disagree on a hole it makes that hole vary per launch in
 every member:
   - an index constant becomes an affine symbol operand fed by
     `kernel.param k : index`, a `loop.const` use reads `kernel.param k` of
-    its type, a `loop.map` extent is DYN with a `kernel.param` size operand
-    (each member's `params` gives its own values);
+    its type, a `loop.map` or `loop.reduce` extent is DYN with a
+    `kernel.param` size operand (each member's `params` gives its own
+    values: `for i in range(n): out[i] = x[i, :i + 1].sum()` is one body);
   - the outermost parallel extent is DYN (the launch's `work` covers it);
   - a buffer whose shape differs is read through a `memref.cast` to a type
     with those dims dynamic (the array's own shape and strides at the launch).
@@ -42,6 +43,7 @@ from xdsl.passes import ModulePass
 from dialects import kernel as K
 from dialects import loop as L
 from dialects.array import DYN, i64_array
+from dialects.symbols import SymDim, SymStr, is_symbolic
 
 # the schedule's bookkeeping and the launch's own numbers (each kernel keeps
 # its own `work` and `threads`), not part of a kernel's body
@@ -53,11 +55,11 @@ class Hole:
     """One constant site of a kernel: coordinate `at` of `op`'s index map
     (kind "map", value an int); operand `at` of `op` when it is a
     `loop.const` (kind "use", value the constant's text); extent `at` of a
-    `loop.map` (kind "range"); the outermost parallel extent of the kernel
-    `op` (kind "parallel"); dim at[1] of the kernel's buffer at[0] (kind
-    "shape"). The first three become parameters; the kernel's launch gives
-    the outermost parallel extent (its `work`), and a buffer's array its
-    shape and strides."""
+    `loop.map` or a `loop.reduce` (kind "range"); the outermost parallel
+    extent of the kernel `op` (kind "parallel"); dim at[1] of the kernel's
+    buffer at[0] (kind "shape"). The first three become parameters; the
+    kernel's launch gives the outermost parallel extent (its `work`), and a
+    buffer's array its shape and strides."""
 
     kind: str
     op: Operation
@@ -90,10 +92,12 @@ def _map_key(op: L.LoadOp | L.StoreOp, holes: list[Hole]) -> tuple:
 def _props_key(op: Operation, holes: list[Hole]) -> tuple:
     if isinstance(op, (L.LoadOp, L.StoreOp)) and op.map.data.num_symbols == 0:
         return _map_key(op, holes)
-    if isinstance(op, L.MapOp) and not op.sizes:
+    if isinstance(op, (L.MapOp, L.ReduceOp)) and not op.sizes:
         for d, n in enumerate(L.ints(op.ranges)):
             holes.append(Hole("range", op, d, n))
-        return ("ranges", len(op.ranges))
+        # (the extents are holes; a reduction's kind is structure)
+        rest = tuple(sorted((n, v) for n, v in op.properties.items() if n != "ranges"))
+        return ("ranges", len(op.ranges), rest)
     return tuple(sorted(op.properties.items()))
 
 
@@ -182,7 +186,7 @@ def parameterize(k: K.KernelOp, holes: list[Hole], varying: list[int],
         if n is not None and n not in params:
             p = K.ParamOp(n, h.op.operands[h.at].type if h.kind == "use" else IndexType())
             block.insert_op_before(p, first)
-            params[n], values[n] = p.result, str(h.value)
+            params[n], values[n] = p.result, param_text(h.value)
         if h.kind == "use":
             consts.add(h.op.operands[h.at].owner)
             h.op.operands = [params[n] if i == h.at else o for i, o in enumerate(h.op.operands)]
@@ -208,7 +212,19 @@ def parameterize(k: K.KernelOp, holes: list[Hole], varying: list[int],
         k.params = ArrayAttr([StringAttr(values[n]) for n in range(len(values))])
 
 
-def _dynamic_extents(op: L.MapOp, by_dim: dict[int, SSAValue]) -> None:
+def param_text(value) -> str:
+    """A parameter's value as `loop.const` writes it; a symbolic size's or
+    constant's (`dialects.symbols`) keeps its expression."""
+    if isinstance(value, SymStr):
+        return value
+    if isinstance(value, SymDim):
+        return SymStr(str(value), value.expr)
+    return str(value)
+
+
+def _dynamic_extents(op: L.MapOp | L.ReduceOp, by_dim: dict[int, SSAValue]) -> None:
+    """The op's extents `by_dim` are DYN, read from their `sizes` operands
+    (the op has no other operands)."""
     ranges = list(L.ints(op.ranges))
     op.ranges = i64_array([DYN if d in by_dim else n for d, n in enumerate(ranges)])
     op.operands = [by_dim[d] for d in sorted(by_dim)]
@@ -258,7 +274,10 @@ def _elements(k: K.KernelOp) -> int:
 
 
 def _split_large(members: list) -> list[list]:
-    """The group, or — where a member is large — its subgroups of equal sizes."""
+    """The group, or — where a member is large — its subgroups of equal sizes
+    (a group whose sizes are symbolic stays whole: its sizes vary anyway)."""
+    if any(is_symbolic(h.value) for _, holes in members for h in holes if h.kind in SIZE_HOLES):
+        return [members]
     if len(members) < 2 or all(_elements(k) <= SHARE_SIZES_MAX_ELEMENTS for k, _ in members):
         return [members]
     by_sizes: dict[tuple, list] = {}
@@ -278,11 +297,13 @@ def share(f: func.FuncOp) -> int:
         groups.setdefault(key, []).append((k, holes))
     shared = 0
     for members in [g for key, group in groups.items() for g in _split_large(group)]:
-        if len(members) < 2:
-            continue
         n = len(members[0][1])
+        # a hole holding a size symbol's value varies too, in a kernel of its own
+        symbolic = {j for j in range(n) if any(is_symbolic(m[1][j].value) for m in members)}
+        if len(members) < 2 and not symbolic:
+            continue
         columns = [tuple(m[1][j].value for m in members) for j in range(n)]
-        varying = [j for j in range(n) if len(set(columns[j])) > 1]
+        varying = [j for j in range(n) if len(set(columns[j])) > 1 or j in symbolic]
         if not varying:
             continue
         # holes whose values agree in every member (a row read and written

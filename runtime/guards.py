@@ -29,6 +29,7 @@ Python source (a call's leaves here, attributes and items of Python state in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -166,7 +167,18 @@ def render_checks(checks: list[Check], ns: dict) -> list[str]:
 
 # ---- the kinds of checks ----------------------------------------------------
 
-Dim = int  # what a guard pins of one dim: today its exact size
+@dataclass(frozen=True)
+class SizeSymbol:
+    """A dim bound to a size symbol (`name`, e.g. "s0"): any size but 0 and 1
+    (those are specialized); what else is known of it is a `RelationCheck`."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Dim = int | SizeSymbol  # what a guard pins of one dim: its exact size, or a symbol
 
 
 @dataclass(frozen=True)
@@ -196,7 +208,7 @@ class ArrayCheck(Check):
                       lambda x: f"{n} type mismatch: expected ndarray, got {type(x).__name__}"),
             Condition("{x}.dtype == " + self.const_name("dt"),
                       lambda x: f"{n} dtype mismatch: expected {dt}, got {x.dtype}"),
-            Condition(f"{{x}}.shape == {tuple(self.shape)!r}", self._shape_reason),
+            Condition(self._shape_cond(), self._shape_reason),
             Condition(self._layout_cond(),
                       lambda x: f"{n} layout mismatch: expected {_layout_text(self.layout)}, "
                                 f"got {_layout_text(layout_of(x))}"),
@@ -204,6 +216,15 @@ class ArrayCheck(Check):
         if self.writeable:
             conds.append(Condition("{x}.flags.writeable", lambda x: f"{n} is read-only now"))
         return conds
+
+    def _shape_cond(self) -> str:
+        if not any(isinstance(d, SizeSymbol) for d in self.shape):
+            return f"{{x}}.shape == {tuple(self.shape)!r}"
+        conds = [f"len({{x}}.shape) == {len(self.shape)}"]
+        for i, d in enumerate(self.shape):
+            conds.append(f"{{x}}.shape[{i}] >= 2" if isinstance(d, SizeSymbol)
+                         else f"{{x}}.shape[{i}] == {d!r}")
+        return "(" + " and ".join(conds) + ")"
 
     def _layout_cond(self) -> str:
         if self.layout == "C":
@@ -217,12 +238,67 @@ class ArrayCheck(Check):
         if x.ndim != len(self.shape):
             return f"{n} rank mismatch: expected {len(self.shape)}, got {x.ndim}"
         i, want, got = next((i, a, b) for i, (a, b) in enumerate(zip(self.shape, x.shape))
-                            if a != b)
+                            if (b < 2 if isinstance(a, SizeSymbol) else a != b))
+        if isinstance(want, SizeSymbol):
+            return (f"{n} size {got} at index {i}: its symbol {want.name} stands for sizes of "
+                    f"2 or more (0 and 1 are specialized)")
         return f"{n} size mismatch at index {i}: expected {want}, got {got}"
 
     def describe(self) -> str:
         return (f"{self.name}: ndarray {self.dtype}{list(self.shape)} "
                 f"{_layout_text(self.layout)}" + (" writeable" if self.writeable else ""))
+
+
+@dataclass(frozen=True)
+class RelationCheck(Check):
+    """A relation the compiler relied on between size symbols (`relation`,
+    Python source over their names: `s1 == s2`, `s0 >= 2`), each symbol read
+    from where it was bound (`bindings`: symbol -> (where, index, dim)).
+    `index` and `where` name the first value it reads."""
+
+    relation: str
+    bindings: tuple  # ((symbol, where, index, dim), ...)
+
+    def _sources(self) -> dict[str, str]:
+        return {s: f"{path_source(w, (('i', i),))}.shape[{d}]" for s, w, i, d in self.bindings}
+
+    def conditions(self) -> list[Condition]:
+        src = self._sources()
+        expr = re.sub(r"\bs\d+\b", lambda m: src[m.group(0)], self.relation)
+        return [Condition(expr.replace("{", "{{").replace("}", "}}"), lambda x: self._why())]
+
+    def _why(self) -> str:
+        return f"size relation {self.relation} does not hold"
+
+    def failure(self, leaves: list, globals_: list) -> str | None:
+        values = {}
+        for s, w, i, d in self.bindings:
+            src = leaves if w == "L" else globals_
+            try:
+                values[s] = src[i].shape[d]
+            except Exception:
+                return f"size relation {self.relation}: {s} cannot be read"
+        names = sorted(set(re.findall(r"\bs\d+\b", self.relation)), key=lambda s: int(s[1:]))
+        try:
+            holds = eval(compile(self.relation, "<lowering guard>", "eval"),
+                         dict(BASE_NAMESPACE), values)
+        except Exception:
+            holds = False
+        if holds:
+            return None
+        shown = ", ".join(f"{s} = {values[s]}" for s in names if s in values)
+        return f"size relation {self.relation} does not hold ({shown})"
+
+    def describe(self) -> str:
+        where = ", ".join(f"{s} = {self.name_of(s)}" for s, *_ in self.bindings
+                          if re.search(rf"\b{s}\b", self.relation))
+        return f"{self.relation}  ({where})"
+
+    def name_of(self, s: str) -> str:
+        for sym, w, i, d in self.bindings:
+            if sym == s:
+                return f"{w}[{i}].shape[{d}]"
+        return s
 
 
 @dataclass(frozen=True)

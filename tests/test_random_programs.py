@@ -56,3 +56,13 @@ def test_programs_cover_the_surface():
     for needle in ["np.where(", "@", "+=", "out=", "axis=", "keepdims=", ".reshape(", ".T",
                    "np.transpose(", "[", "astype(", "np.float32(2.0)", "abs(", "~"]:
         assert needle in text, needle
+
+
+@examples(2.0)
+@given(prog=programs())
+def test_random_program_with_size_symbols_matches_numpy(prog: Program):
+    """Traced with a size symbol for every dim (`dynamic=True`): every op's
+    rule meets symbolic sizes; whether the entry serves other sizes or keeps
+    its own, the answer is numpy's, traced and cached."""
+    cf = lowering.compile(prog.fn, dynamic=True)
+    assert_matches_numpy(prog.fn, *prog.args, rtol=prog.rtol, compiled=cf, calls=2)

@@ -34,6 +34,7 @@ from runtime import blas, cpu, errors
 from runtime.memory import POOL
 
 from dialects.dtypes import from_ir
+from dialects.symbols import SymStr, symbols_of
 from ..codegen.llvm import SCALAR_PARAMS, Emitter
 from . import numpy_backend
 
@@ -59,7 +60,11 @@ def body_key(k: K.KernelOp) -> tuple:
     props = tuple((n, v) for n, v in sorted(k.properties.items())
                   if n not in ("sym_name", "params", "work", "threads"))  # (the launch's)
     attrs = tuple((n, v) for n, v in sorted(k.attributes.items()) if n != "merged")
-    return (cpu.vector_bits(), k.name, tuple(b.type for b in k.buffers), props, attrs, body)
+    key = (cpu.vector_bits(), k.name, tuple(b.type for b in k.buffers), props, attrs, body)
+    # a size symbol left in a body compiles as its value: that body is this
+    # program's alone (see `lowering/dynamic.py`: such a program is not kept
+    # for other sizes)
+    return key + (symbols_of(key),)
 
 
 def _regions_key(regions, ids: dict) -> tuple:
@@ -185,6 +190,20 @@ class IndexChecks:
             f"index {self.status[1]} is out of bounds for axis {axis} with size {size}"))
 
 
+class SymParam(SymStr):
+    """A kernel parameter whose value is a size expression (`expr`) of
+    `dtype`, evaluated per call (`cpu_dynamic`): a `SymStr`, so that the
+    plan's symbols are found where its sizes' are."""
+
+    def __new__(cls, expr: str, dtype: np.dtype):
+        obj = SymStr.__new__(cls, "", expr)
+        obj.dtype = dtype
+        return obj
+
+    def __reduce__(self):
+        return (SymParam, (self.expr, self.dtype))
+
+
 def param_bits(k: K.KernelOp) -> list[int]:
     """The raw bits of each kernel parameter's value (a word each: what the
     kernel reads and reinterprets as the parameter's type)."""
@@ -192,6 +211,9 @@ def param_bits(k: K.KernelOp) -> list[int]:
     out = []
     for i, text in enumerate(k.param_values()):
         dt = np.dtype(np.int64) if isinstance(types[i], IndexType) else from_ir(types[i])
+        if isinstance(text, SymStr):  # a size's value: each call's (cpu_dynamic)
+            out.append(SymParam(text.expr, dt))  # type: ignore[arg-type]
+            continue
         v = numpy_backend.parse_constant(text, dt)
         out.append(int(v.reshape(1).view(f"u{dt.itemsize}")[0]))
     return out
@@ -410,6 +432,8 @@ class CpuProgram:
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
         self.report = None  # lower-to-loop's, set by `build`
+        self.keys: dict[str, tuple] = {}  # each kernel's body key, set by `build`
+        self.exprs: list[str] = []  # (a plan of plain numbers: no size expressions)
         self._lock = threading.Lock()
         self.collector = errors.Collector()  # the flags of numpy externs
 
@@ -638,8 +662,17 @@ def build(kernel_module: ModuleOp, report,
     lower-to-loop's, for `explain`. `reuse` False compiles every body again
     (to time the compile: `lowering.dump --time-passes`)."""
     plan, kernels, keys = program_plan(kernel_module)
+    return build_plan(kernel_module, report, plan, kernels, keys, stage, reuse)
+
+
+def build_plan(kernel_module: ModuleOp, report, plan: ProgramPlan, kernels, keys,
+               stage: Callable[[str], AbstractContextManager] = _untimed,
+               reuse: bool = True) -> CpuProgram:
+    """`build`, from the module's plan (`program_plan`)."""
     addresses, text = compile_kernels(kernel_module, kernels, keys, stage, reuse)
-    return program(plan, addresses, merged_report(report, kernel_module), text, stage)
+    prog = program(plan, addresses, merged_report(report, kernel_module), text, stage)
+    prog.keys = {name: keys[name][:-1] for name in keys}
+    return prog
 
 
 def program(plan: ProgramPlan, addresses: dict[str, int], report, llvm_ir: str = "",

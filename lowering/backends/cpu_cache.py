@@ -37,6 +37,7 @@ from xdsl.parser import Parser
 
 from dialects import loop as L
 from dialects.context import context
+from dialects.symbols import symbols_of
 from runtime import cpu, disk_cache
 
 from . import cpu_backend as B
@@ -133,7 +134,7 @@ def find(module: ModuleOp, key, layouts, partition, passes) -> DiskEntry | None:
     cache is off. `key` is the program's in-process key (its IR: text, or a
     structural key, in which case the module is printed)."""
     c = cache()
-    if c is None:
+    if c is None or symbols_of(key):  # (a program for many sizes: this process's only)
         return None
     ir = key if isinstance(key, str) else str(module)
     entry = DiskEntry(c, entry_key(ir, layouts, partition, [str(p.pipeline_pass_spec())

@@ -158,8 +158,7 @@ class Interpreter:
 
     def op(self, op: Operation, env: dict, depth: int, sequential: bool) -> None:
         if isinstance(op, L.MapOp):
-            ranges = [n if isinstance(n, int) else int(np.asarray(env[n]).reshape(-1)[0])
-                      for n in op.extents()]
+            ranges = self.extents(op, env)
             b = op.body.blocks[0]
             if sequential:
                 for point in itertools.product(*(range(n) for n in ranges)):
@@ -207,6 +206,13 @@ class Interpreter:
         env[op.results[0]] = self.scalar(op, [self.get(env, o, depth) for o in op.operands],
                                          depth)
 
+    @staticmethod
+    def extents(op: L.MapOp | L.ReduceOp, env: dict) -> list[int]:
+        """The op's extents, those known at the launch (kernel parameters)
+        read from their values."""
+        return [n if isinstance(n, int) else int(np.asarray(env[n]).reshape(-1)[0])
+                for n in op.extents()]
+
     def indices(self, op, env: dict, depth: int) -> list:
         vals = [self.get(env, i, depth) for i in op.indices]
         m = op.map.data
@@ -216,7 +222,7 @@ class Interpreter:
                 else np.full((1,) * depth, e.value, np.int64) for e in op.map.data.results]
 
     def reduce(self, op: L.ReduceOp, env: dict, depth: int, sequential: bool) -> np.ndarray:
-        ranges = list(L.ints(op.ranges))
+        ranges = self.extents(op, env)
         b = op.body.blocks[0]
         total = depth + len(ranges)
         inner = dict(env)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from dialects.symbols import broadcast_shapes
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -220,6 +222,9 @@ class Tracer:
         # sources from this index on (values walked in Python state) are
         # graph inputs only where a graph reads them
         self.prune_from: int | None = None
+        # source index -> its shape with size symbols (`dialects.symbols`),
+        # for a function compiled for many shapes
+        self.symbolic_shapes: dict[int, tuple] = {}
         self._new_segment()
 
     # ---- segments ---------------------------------------------------------
@@ -295,6 +300,12 @@ class Tracer:
             raise TypeError(f"cannot trace a {type(v).__name__}")
         if not supported(dtype):
             raise Unsupported(f"input dtype {dtype} is not supported")
+        sym = self.symbolic_shapes.get(i)
+        if sym is not None:  # (C or F layout: the strides follow from the sizes)
+            shape = sym
+            strides = c_strides(sym, dtype.itemsize)
+            if not v.flags.c_contiguous:
+                strides = c_strides(sym[::-1], dtype.itemsize)[::-1]
         st = Storage(self._arg(i, shape, dtype), shape, dtype, strides, source=i, readonly=ro)
         st.arg = st.value
         self.input_storages[i] = st
@@ -353,7 +364,7 @@ class Tracer:
             if not parts:
                 raise Unsupported("empty nested sequence")
             dt = np.result_type(*[p._promo() for p in parts])
-            shape = np.broadcast_shapes(*[p.shape for p in parts])
+            shape = broadcast_shapes(*[p.shape for p in parts])
             vals = [self.prims.reshape(self.prims.broadcast(self.prims.cast(p._v(), dt), shape), (1, *shape)) for p in parts]
             if any(p.shape != shape for p in parts):
                 raise ValueError("setting an array element with a sequence: inhomogeneous shape")

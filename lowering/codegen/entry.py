@@ -70,6 +70,8 @@ def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck, ...], list[np.dtype
     for c in checks:
         if not isinstance(c, ArrayCheck) or c.where != "L":
             return None
+        if not all(type(d) is int for d in c.shape):  # (a size symbol: any size of 2 or more)
+            return None
         canon = np.dtype(c.dtype.type)
         if canon != c.dtype:
             return None

@@ -369,7 +369,7 @@ class KernelCodegen:
                 continue
             specs = [(r, [o for o in r.body.block.ops if not isinstance(o, L.YieldOp)],
                       r.body.block.last_op.values[0]) for r in group]
-            totals, _ = self._reduce_passes(specs, self.width_for(A.ints(op.ranges)[-1]))
+            totals, _ = self._reduce_passes(specs, self.width_for(self.extents(op)[-1]))
             for r, t in zip(group, totals):
                 self.vals[r.result] = t
             done.update(group)
@@ -554,8 +554,13 @@ class KernelCodegen:
         b.position_at_end(cont)
         return b.select(ok, j, zero)
 
+    def extents(self, op: L.MapOp | L.ReduceOp) -> list:
+        """The op's extents: ints, and LLVM values for those known at the
+        launch (DYN: kernel parameters)."""
+        return [n if isinstance(n, int) else self.vals[n] for n in op.extents()]
+
     def emit_map(self, op: L.MapOp) -> None:
-        ranges = [n if isinstance(n, int) else self.vals[n] for n in op.extents()]
+        ranges = self.extents(op)
         body = [o for o in op.body.block.ops if not isinstance(o, L.YieldOp)]
         for red, (m, v) in self.row_plan.items():
             if m is op and red in self.row_rows:
@@ -775,7 +780,7 @@ class KernelCodegen:
         had one is reduced again with numpy's NaN-propagating step."""
         b = self.b
         kind = op.kind.data
-        ranges = A.ints(op.ranges)
+        ranges = self.extents(op)
         rb = op.body.block
         body = [o for o in rb.ops if not isinstance(o, L.YieldOp)]
         yielded = rb.last_op.values[0]
@@ -826,10 +831,12 @@ class KernelCodegen:
         keeps each reduction's accumulators. Returns (totals, NaN seen)."""
         b = self.b
         op0 = specs[0][0]
-        ranges = A.ints(op0.ranges)
+        ranges = self.extents(op0)
         n = ranges[-1] if ranges else 1
         unroll = max(1, min(self.unroll, MULTI_REDUCE_ACCUMULATORS // len(specs)))
-        accs = unroll if (w > 1 and n >= 4 * w * unroll) else 1
+        # an extent known at the launch may be long: all accumulators (the
+        # narrower loops after the unrolled one take what is left, none or all)
+        accs = unroll if (w > 1 and (isinstance(n, ir.Value) or n >= 4 * w * unroll)) else 1
         flag = step_combine is not None
         assert not flag or len(specs) == 1
         folds, vslots, sslots = [], [], []
@@ -896,15 +903,15 @@ class KernelCodegen:
 
         def inner():
             if accs > 1:  # independent accumulators: hides the latency, shortens rounding chains
-                self.loop(const(I64, 0), const(I64, n), accs * w,
+                self.loop(const(I64, 0), bound(n), accs * w,
                           lambda i: step(w, i, lambda r: vslots[r], accs))
                 start = self._last_iv
             else:
                 start = const(I64, 0)
             if w > 1:
-                self.loop(start, const(I64, n), w, lambda i: step(w, i, lambda r: vslots[r][:1]))
+                self.loop(start, bound(n), w, lambda i: step(w, i, lambda r: vslots[r][:1]))
                 start = self._last_iv
-            self.loop(start, const(I64, n), 1, lambda i: step(1, i, lambda r: [sslots[r]]))
+            self.loop(start, bound(n), 1, lambda i: step(1, i, lambda r: [sslots[r]]))
 
         if not ranges:
             for i, (op, body, yielded) in enumerate(specs):
@@ -925,7 +932,7 @@ class KernelCodegen:
                     for args in args0:
                         self.vals[args[d]] = i
                     nest(d + 1)
-                self.loop(const(I64, 0), const(I64, ranges[d]), 1, outer)
+                self.loop(const(I64, 0), bound(ranges[d]), 1, outer)
             nest(0)
         totals = []
         for (op, _body, yielded), vs, ss in zip(specs, vslots, sslots):
@@ -991,6 +998,8 @@ class KernelCodegen:
         return b.load(besti)
 
     def region_loops_scalar(self, ranges, args, step) -> None:
+        """Nested scalar loops over `ranges` (ints or LLVM values);
+        step(1) at each point."""
         def nest(d):
             def body(i):
                 self.vals[args[d]] = i
@@ -998,8 +1007,21 @@ class KernelCodegen:
                     step(1)
                 else:
                     nest(d + 1)
-            self.loop(const(I64, 0), const(I64, ranges[d]), 1, body)
+            self.loop(const(I64, 0), bound(ranges[d]), 1, body)
         nest(0)
+
+
+def bound(n) -> ir.Value:
+    """A loop bound: an extent's LLVM value (known at the launch), or its int."""
+    return n if isinstance(n, ir.Value) else const(I64, n)
+
+
+def same_extents(a: L.ReduceOp, b: L.ReduceOp) -> bool:
+    """Whether two reductions run over the same domain: equal static
+    extents, and the same SSA values (kernel parameters) for dynamic ones."""
+    ea, eb = a.extents(), b.extents()
+    return len(ea) == len(eb) and all(
+        x == y if isinstance(x, int) and isinstance(y, int) else x is y for x, y in zip(ea, eb))
 
 
 def _groupable(op: Operation, row_plan) -> bool:
@@ -1013,9 +1035,10 @@ def _groupable(op: Operation, row_plan) -> bool:
 
 def reduction_groups(ops, row_plan) -> list[list[L.ReduceOp]]:
     """Reductions of the kernel-level ops that share one pass: a reduction
-    joins an earlier one over the same ranges when computing it there, ahead
-    of the ops in between, changes nothing (its body uses no value they make
-    and loads no buffer they store to). Groups of two or more."""
+    joins an earlier one over the same ranges (`same_extents`) when
+    computing it there, ahead of the ops in between, changes nothing (its
+    body uses no value they make and loads no buffer they store to). Groups
+    of two or more."""
     groups: list[list[L.ReduceOp]] = []
     taken: set = set()
     for i, r in enumerate(ops):
@@ -1025,8 +1048,7 @@ def reduction_groups(ops, row_plan) -> list[list[L.ReduceOp]]:
         made: set = set(r.results)
         stored: set = set()
         for op in ops[i + 1:]:
-            if (op not in taken and _groupable(op, row_plan)
-                    and A.ints(op.ranges) == A.ints(r.ranges)):
+            if op not in taken and _groupable(op, row_plan) and same_extents(op, r):
                 inner = list(op.body.walk())
                 if not any(x in made for o in inner for x in o.operands) and not any(
                         isinstance(o, L.LoadOp) and o.buffer in stored for o in inner):
@@ -1085,8 +1107,9 @@ def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
     again (softmax: `exp(x - max)` summed, then divided by the sum): the
     reduce keeps its values in a row and the map loads them instead of
     recomputing. Only for costly values (a transcendental, a division),
-    rows up to ROW_CACHE_BYTES, and when nothing in between (the map
-    included) stores to a buffer the value reads."""
+    rows of a static length up to ROW_CACHE_BYTES (the row is a stack
+    array), and when nothing in between (the map included) stores to a
+    buffer the value reads."""
     plan = {}
     for i, red in enumerate(ops):
         if not isinstance(red, L.ReduceOp) or red.kind.data in ("argmax", "argmin"):
@@ -1094,7 +1117,7 @@ def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
         ranges = A.ints(red.ranges)
         y = red.body.block.last_op.values[0]
         expr = _expr_ops(y, red.body.block)
-        if (len(ranges) != 1 or not is_float(y.type) or expr is None
+        if (len(ranges) != 1 or ranges[0] == A.DYN or not is_float(y.type) or expr is None
                 or not any(U.expensive_op(o) for o in expr)):
             continue
         if ranges[0] * item_bytes(mem_type(y.type)) > ROW_CACHE_BYTES:

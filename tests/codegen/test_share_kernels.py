@@ -3,8 +3,9 @@ backend's one function per distinct body): an unrolled loop compiles one
 kernel body per distinct iteration body, launched per iteration with its
 own parameters; bodies are shared across functions of the process; every
 parameter kind (row offsets, float and integer constants, values such as
-NaN, -0.0 and ±Inf) gives numpy's answer, and the index checks' status
-words and the parameters share the launch's scalars."""
+NaN, -0.0 and ±Inf, the extents of maps and reductions) gives numpy's
+answer, and the index checks' status words and the parameters share the
+launch's scalars."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 import lowering
 from dialects import kernel as K
-from lowering.testing import assert_same_value
+from lowering.testing import TOLERANCES, assert_same_value
 from runtime import cpu
 
 
@@ -220,6 +221,29 @@ def test_the_kernel_level_shows_dynamic_sizes():
 L_DYN = -9223372036854775808  # DYN, as the kernel level prints it
 
 
+def prefix_sums(x):
+    out = np.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        out[i] = x[i, :i + 1].sum()
+    return out
+
+
+def test_reductions_over_rows_of_different_lengths_share_a_body():
+    """Each iteration reduces a row one longer: the reduction's extent is a
+    parameter too (`loop.reduce ... sizes(...)`), so the 40 iterations
+    launch at most 2 bodies (before: one per row length)."""
+    from lowering.pipeline import lower
+    from tests.passes.test_levels_interpreted import graph_inputs
+
+    x = np.random.default_rng(9).random((40, 40))
+    f = lowering.compile(prefix_sums)
+    assert_same_value(f(x), prefix_sums(x), TOLERANCES.rtol(x.dtype, "reduction", 40))
+    assert f.stats["kernel_bodies"] <= 2 and f.stats["eager_fallbacks"] == 0
+    module, _ = graph_inputs(prefix_sums, (x[:5, :5].copy(),))
+    text = str(lower(module, "cpu", ["C"])[0])
+    assert f'loop.reduce "sum" [{L_DYN}] sizes(' in text
+
+
 @settings(max_examples=20, deadline=None)
 @given(n=st.integers(1, 9), extra=st.integers(0, 5), step=st.sampled_from([1, 2]),
        dtype=st.sampled_from([np.float64, np.float32, np.int32]),
@@ -263,3 +287,25 @@ def test_large_kernels_keep_their_sizes():
     module, inputs = graph_inputs(halves, (x,))
     text = str(lower(module, "cpu", ["C"])[0])
     assert "memref.cast" not in text and str(L_DYN) not in text
+
+
+def test_large_kernels_keep_their_reduction_extents():
+    """The same for reductions: rows of different lengths of a big array
+    are reduced by kernels of static extents (one body each)."""
+    from passes.share_kernels import SHARE_SIZES_MAX_ELEMENTS
+    from lowering.pipeline import lower
+    from tests.passes.test_levels_interpreted import graph_inputs
+
+    def longer(x):
+        out = np.zeros(3)
+        for i in range(3):
+            out[i] = x[i, :100 + i].sum()
+        return out
+
+    x = np.random.default_rng(10).random((SHARE_SIZES_MAX_ELEMENTS // 256 + 8, 256))
+    f = lowering.compile(longer)
+    assert_same_value(f(x), longer(x), TOLERANCES.rtol(x.dtype, "reduction", 102))
+    assert f.stats["kernel_bodies"] == 3
+    module, inputs = graph_inputs(longer, (x,))
+    text = str(lower(module, "cpu", ["C"])[0])
+    assert "sizes(" not in text and str(L_DYN) not in text

@@ -77,7 +77,7 @@ def test_python_float_is_a_graph_input_not_a_constant():
 
 
 def test_recompile_limit_runs_eagerly_and_warns_once():
-    f = lowering.compile(lambda x: x + 1)
+    f = lowering.compile(lambda x: x + 1, dynamic=False)  # (every size a compile of its own)
     with patch(recompile_limit=2):
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from ..registry import rule, ufunc_method
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -171,7 +173,7 @@ def plan(x: TracedArray, key) -> Plan:
     used = [a for a in advs if a is not None]
     shapes = [tuple(a.index.shape) for a in used]
     try:
-        bshape = tuple(np.broadcast_shapes(*shapes))
+        bshape = tuple(broadcast_shapes(*shapes))
     except ValueError:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together with "
                          "shapes " + "".join(_shape_str(s) + " " for s in shapes)) from None

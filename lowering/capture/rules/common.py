@@ -7,6 +7,8 @@ from typing import Any
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from ..traced import TracedArray
 from ..tracer import Unsupported
 
@@ -59,7 +61,7 @@ def lift_all(tr, xs) -> list[TracedArray]:
 
 def broadcast_all(tr, xs: list[TracedArray], dtype: np.dtype | None = None):
     """Cast (when dtype is given) and broadcast to one shape: SSA values."""
-    shape = np.broadcast_shapes(*[x.shape for x in xs])
+    shape = broadcast_shapes(*[x.shape for x in xs])
     p = tr.prims
     out = []
     for x in xs:
@@ -93,10 +95,10 @@ def store_out(tr, out: TracedArray, result: TracedArray, casting: str = "same_ki
             f"Cannot cast {fname} output from {result.dtype!r} to {out.dtype!r} "
             f"with casting rule {casting!r}"
         )
-    if np.broadcast_shapes(result.shape, out.shape) != out.shape:
+    if broadcast_shapes(result.shape, out.shape) != out.shape:
         raise ValueError(
             f"non-broadcastable output operand with shape {out.shape} doesn't match the "
-            f"broadcast shape {np.broadcast_shapes(result.shape, out.shape)}"
+            f"broadcast shape {broadcast_shapes(result.shape, out.shape)}"
         )
     p = tr.prims
     v = p.broadcast(p.cast(result._v(), out.dtype), out.shape)

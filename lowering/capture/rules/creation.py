@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from ..registry import rule
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -22,7 +24,7 @@ def _fill(tr, value, dtype: np.dtype, shape: tuple[int, ...]) -> TracedArray:
     (casting="unsafe") converts it; a traced value is broadcast."""
     p = tr.prims
     if isinstance(value, TracedArray):
-        if np.broadcast_shapes(value.shape, shape) != tuple(shape):
+        if broadcast_shapes(value.shape, shape) != tuple(shape):
             np.full(tuple(shape), np.zeros(value.shape, dtype))  # numpy's own error
         return tr.wrap(p.broadcast(p.cast(value._v(), dtype), shape))
     arr = np.asarray(value)

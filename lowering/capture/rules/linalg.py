@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from ..registry import rule
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -77,7 +79,7 @@ def matmul(tr, a, b, out=None, dtype=None, casting="same_kind", **kw):
             f"matmul: Input operand 1 has a mismatch in its core dimension 0, with gufunc "
             f"signature (n?,k),(k,m?)->(n?,m?) (size {ys[-2]} is different from {xs[-1]})"
         )
-    batch = np.broadcast_shapes(xs[:-2], ys[:-2])
+    batch = broadcast_shapes(xs[:-2], ys[:-2])
     xv = p.broadcast(xv, batch + xs[-2:])
     yv = p.broadcast(yv, batch + ys[-2:])
     # the loop's input dtypes are its output dtype for every numeric matmul loop
@@ -100,7 +102,7 @@ rule(np.matmul)(lambda tr, a, b, /, out=None, **k: matmul(tr, a, b, out=out, **k
 def _multiply(tr, x: TracedArray, y: TracedArray, dt: np.dtype) -> TracedArray:
     """numpy's dot/inner with a 0-d operand: an element-wise product in dt."""
     p = tr.prims
-    shape = np.broadcast_shapes(x.shape, y.shape)
+    shape = broadcast_shapes(x.shape, y.shape)
     xv = p.broadcast(p.cast(x._v(), dt), shape)
     yv = p.broadcast(p.cast(y._v(), dt), shape)
     fn = "logical_and" if dt.kind == "b" else "multiply"

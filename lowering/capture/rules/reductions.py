@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dialects.symbols import SymDim
 from ..registry import rule, ufunc_method
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -82,6 +83,12 @@ def count(shape, axes) -> int:
     return n
 
 
+def _count(shape, axes):
+    """numpy's rcount (an intp), or a symbolic size as it is."""
+    n = count(shape, axes)
+    return n if isinstance(n, SymDim) else np.intp(n)
+
+
 def check_reduce_out(out, shape, opname: str, keepdims: bool):
     """numpy's reductions want `out` of exactly the result shape."""
     o = out[0] if isinstance(out, tuple) and len(out) == 1 else out
@@ -120,7 +127,7 @@ def _divide(p, v, divisor, target: np.dtype):
     """`true_divide(v, divisor)` in the loop numpy picks for (v.dtype,
     divisor's numpy scalar dtype), cast to `target` (numpy's out=/scalar-type
     cast back)."""
-    loop = np.true_divide.resolve_dtypes((_dtype_of(v), divisor.dtype, None))
+    loop = np.true_divide.resolve_dtypes((_dtype_of(v), getattr(divisor, "dtype", _INTP), None))
     shape = v.type.get_shape()
     c = p.broadcast(p.constant(divisor, loop[1]), shape)
     q = p.ufunc("divide", [p.cast(v, loop[0]), c], loop[2])
@@ -247,7 +254,7 @@ def mean(tr, a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     s = p.reshape(s, rshape)
     ret_dt = out.dtype if out is not None else _dtype_of(s)
     s = p.cast(s, ret_dt)
-    n = np.intp(count(x.shape, axes))
+    n = _count(x.shape, axes)
     if _array_result(out, rshape):
         # true_divide(ret, rcount, out=ret, casting='unsafe'); then arr.dtype.type(ret)
         q = _divide(p, s, n, ret_dt)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from ..registry import rule
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -37,7 +39,7 @@ def where(tr, condition, x=_NoValue, y=_NoValue, /):
     av, bv = tr.lift(x), tr.lift(y)
     dt = np.result_type(promotion_operand(av), promotion_operand(bv))
     p = tr.prims
-    shape = np.broadcast_shapes(c.shape, av.shape, bv.shape)
+    shape = broadcast_shapes(c.shape, av.shape, bv.shape)
     cv = p.broadcast(p.cast(c._v(), _BOOL), shape)
     r = p.select(cv, p.broadcast(p.cast(av._v(), dt), shape),
                  p.broadcast(p.cast(bv._v(), dt), shape))
@@ -94,7 +96,7 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
         if d.kind not in "biuf":
             raise Unsupported(f"clip of {d}")
     shapes = [x.shape if isinstance(x, TracedArray) else np.shape(x) for x in inputs]
-    shape = np.broadcast_shapes(*shapes)
+    shape = broadcast_shapes(*shapes)
     p = tr.prims
     xv, lov, hiv = [p.broadcast(operand_value(tr, v, d), shape)
                     for v, d in zip(inputs, loop[:3])]
@@ -215,9 +217,9 @@ def select(tr, condlist, choicelist, default=0):
     for i, c in enumerate(conds):
         if c.dtype != _BOOL:
             raise TypeError(f"invalid entry {i} in condlist: should be boolean ndarray")
-    cshape = np.broadcast_shapes(*[c.shape for c in conds])
-    chshape = np.broadcast_shapes(*[v.shape for v in vals])
-    shape = np.broadcast_shapes(cshape, chshape)
+    cshape = broadcast_shapes(*[c.shape for c in conds])
+    chshape = broadcast_shapes(*[v.shape for v in vals])
+    shape = broadcast_shapes(cshape, chshape)
     p = tr.prims
     for v in vals[:-1]:
         # np.copyto(result, choice, where=cond): casting='same_kind'

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from ..registry import rule
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -158,7 +160,7 @@ def squeeze(tr, a, axis=None):
 def broadcast_to(tr, array, shape, subok=False):
     x = tr.lift(array)
     shape = static_shape(shape)
-    if np.broadcast_shapes(x.shape, shape) != shape:
+    if broadcast_shapes(x.shape, shape) != shape:
         raise ValueError(f"operands could not be broadcast together with remapped shapes [original->remapped]: {x.shape} and requested shape {shape}")
     return tr.view(x, BroadcastStep(shape))
 
@@ -686,7 +688,7 @@ def _tri(tr, m, k, upper: bool):
     n, mm = x.shape[-2:] if x.ndim >= 2 else (x.shape[0], x.shape[0])
     p = tr.prims
     mask = _tri_mask(tr, n, mm, k, upper)
-    shape = np.broadcast_shapes((n, mm), x.shape)
+    shape = broadcast_shapes((n, mm), x.shape)
     zero = p.broadcast(p.constant(0, x.dtype), shape)
     return tr.wrap(p.select(p.broadcast(mask, shape), p.broadcast(x._v(), shape), zero))
 
@@ -769,7 +771,7 @@ def diag(tr, v, k=0):
 @rule(np.broadcast_arrays)
 def broadcast_arrays(tr, *args, subok=False):
     xs = [asarray(tr, a) for a in args]
-    shape = tuple(np.broadcast_shapes(*[x.shape for x in xs]))
+    shape = tuple(broadcast_shapes(*[x.shape for x in xs]))
     # numpy hands back arrays already of the shape unchanged; the others are
     # broadcast views, read-only here (numpy warns on writes and will refuse)
     return tuple(x if x.shape == shape else tr.view(x, BroadcastStep(shape)) for x in xs)

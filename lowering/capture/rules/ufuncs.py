@@ -10,6 +10,8 @@ import warnings
 
 import numpy as np
 
+from dialects.symbols import broadcast_shapes
+
 from dialects import ufuncs as U
 
 from ..registry import ufunc_method
@@ -110,7 +112,7 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
         if d.kind in "cOSUVMm":
             raise Unsupported(f"{d} operands")
     shapes = [np.shape(x) if not isinstance(x, TracedArray) else x.shape for x in inputs]
-    shape = np.broadcast_shapes(*shapes)
+    shape = broadcast_shapes(*shapes)
     p = tr.prims
     big = [x for x, d in zip(inputs, in_dt) if type(x) is int and not _fits(x, d)]
     if big:

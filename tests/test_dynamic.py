@@ -1,0 +1,226 @@
+"""Compiling for many sizes: `dynamic=True`, automatic dynamic, `mark_dynamic`,
+relational guards, and the check that keeps a program to its traced sizes
+where it cannot serve others."""
+
+import logging
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lowering
+from lowering.testing import TIER1_UFUNCS, TOLERANCES, assert_matches_numpy
+
+SIZES = [2, 3, 5, 7, 8, 13, 16, 31, 64, 127]
+
+
+def _rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def _bias_gelu(x, b):
+    # (a GELU-like chain without 1 + tanh's cancellation, which turns a few
+    # ulps of tanh into any relative error)
+    y = x + b
+    return 0.5 * y * np.exp(np.tanh(0.7978845608 * (y + 0.044715 * y ** 3)))
+
+
+def _gelu_rtol(dtype):
+    # eight pointwise ops in a chain: their errors add as a sum's do
+    return TOLERANCES.rtol(dtype, "reduction", 8)
+
+
+def test_dynamic_true_compiles_once_for_many_sizes():
+    f = lowering.compile(_bias_gelu, dynamic=True)
+    rng = _rng()
+    for m, n in [(64, 256), (10, 33), (7, 1000), (128, 5), (2, 2), (31, 17)]:
+        x = rng.standard_normal((m, n)).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32)
+        assert_matches_numpy(_bias_gelu, x, b, compiled=f, rtol=_gelu_rtol(np.float32))
+    assert f.stats["compiles"] == 1
+    assert f.stats["recompiles"] == 0
+    guards = f.entries[0].guards.describe()
+    assert "x: ndarray float32[s0, s1] C-contiguous writeable" in guards
+    assert any(g.startswith("s2 == s1") for g in guards), guards
+
+
+def test_sizes_zero_and_one_are_specialized():
+    f = lowering.compile(_bias_gelu, dynamic=True)
+    rng = _rng(1)
+    assert_matches_numpy(_bias_gelu, rng.standard_normal((4, 6)), rng.standard_normal(6),
+                         compiled=f, rtol=_gelu_rtol(np.float64))
+    # a size of 1 (broadcasting depends on it) and 0 get entries of their own
+    assert_matches_numpy(_bias_gelu, rng.standard_normal((1, 6)), rng.standard_normal(6),
+                         compiled=f, rtol=_gelu_rtol(np.float64))
+    assert_matches_numpy(_bias_gelu, rng.standard_normal((0, 6)), rng.standard_normal(6),
+                         compiled=f, rtol=_gelu_rtol(np.float64))
+    assert_matches_numpy(_bias_gelu, rng.standard_normal((4, 1)), rng.standard_normal(1),
+                         compiled=f, rtol=_gelu_rtol(np.float64))
+    assert f.stats["compiles"] == 4
+    assert "x: ndarray float64[1, s0] C-contiguous writeable" in f.entries[1].guards.describe()
+    # and later sizes of 2 or more reuse the first
+    assert_matches_numpy(_bias_gelu, rng.standard_normal((9, 3)), rng.standard_normal(3),
+                         compiled=f, rtol=_gelu_rtol(np.float64))
+    assert f.stats["compiles"] == 4
+
+
+def test_a_broken_relation_recompiles_and_says_which(caplog):
+    def add(x, y):
+        return np.sin(x) * 2 + y
+
+    f = lowering.compile(add, dynamic=True)
+    assert_matches_numpy(add, np.ones((4, 5)), np.ones((4, 5)), compiled=f)
+    assert_matches_numpy(add, np.ones((6, 3)), np.ones((6, 3)), compiled=f)
+    assert f.stats["compiles"] == 1
+    with caplog.at_level(logging.INFO, logger="lowering.recompiles"):
+        assert_matches_numpy(add, np.ones((6, 3)), np.ones((1, 3)), compiled=f)
+    assert f.stats["recompiles"] == 1
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert "'y' size 1 at index 0" in text
+    with caplog.at_level(logging.INFO, logger="lowering.recompiles"):
+        caplog.clear()
+        g = lowering.compile(add, dynamic=True)
+        g(np.ones((4, 5)), np.ones((4, 5)))
+        with pytest.raises(ValueError, match="broadcast"):  # numpy's error, as numpy raises it
+            g(np.ones((4, 5)), np.ones((2, 5)))
+    assert "size relation s2 == s0 does not hold (s0 = 4, s2 = 2)" in "\n".join(
+        r.getMessage() for r in caplog.records)
+
+
+def test_broadcast_mismatch_raises_numpys_error():
+    def add(x, y):
+        return x + y
+
+    f = lowering.compile(add, dynamic=True)
+    f(np.ones((4, 5)), np.ones((4, 5)))
+    with pytest.raises(ValueError, match="broadcast"):
+        f(np.ones((4, 5)), np.ones((3, 5)))
+
+
+def test_automatic_dynamic_static_first_then_one_dynamic_recompile():
+    def f2(x, y):
+        return np.exp(x) * (y * 3)
+
+    f = lowering.compile(f2)
+    rng = _rng(2)
+    for n in [10, 20, 30, 41, 7, 64]:
+        assert_matches_numpy(f2, rng.standard_normal((n, 3)), rng.standard_normal((n, 3)),
+                             compiled=f)
+    assert f.stats["compiles"] == 2 and f.stats["recompiles"] == 1
+    first, second = (e.guards.describe() for e in f.entries)
+    assert first[0] == "x: ndarray float64[10, 3] C-contiguous writeable"
+    # only the dim that changed is symbolic
+    assert second[0] == "x: ndarray float64[s0, 3] C-contiguous writeable"
+
+
+def test_dynamic_false_never_makes_symbols():
+    f = lowering.compile(np.sin, dynamic=False)
+    for n in (3, 4, 5):
+        f(np.ones(n))
+    assert f.stats["compiles"] == 3
+
+
+def test_mark_dynamic_and_mark_static():
+    def f2(x):
+        return x * 2 + 1
+
+    f = lowering.compile(f2)
+    x = np.ones((5, 6))
+    lowering.mark_dynamic(x, 0)
+    f(x)
+    assert f.entries[0].guards.describe()[0] == "x: ndarray float64[s0, 6] C-contiguous writeable"
+    g = lowering.compile(f2, dynamic=True)
+    y = np.ones((5, 6))
+    lowering.mark_static(y, -1)
+    g(y)
+    assert g.entries[0].guards.describe()[0] == "x: ndarray float64[s0, 6] C-contiguous writeable"
+    with pytest.raises(ValueError, match="dim 2 is out of range"):
+        lowering.mark_dynamic(x, 2)
+    with pytest.raises(TypeError, match="x must be a numpy array"):
+        lowering.mark_dynamic([1, 2], 0)
+
+
+def test_dynamic_argument_is_checked():
+    with pytest.raises(ValueError, match="dynamic must be True, False or None"):
+        lowering.compile(np.sin, dynamic="yes")
+
+
+def test_a_loop_over_a_size_is_compiled_for_its_sizes_only(caplog):
+    # `range` reads the size in C: the probe at other sizes unrolls another
+    # number of iterations, so the entry keeps its exact sizes
+    def rows(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = x[i] * (i + 1)
+        return out
+
+    f = lowering.compile(rows, dynamic=True)
+    with caplog.at_level(logging.INFO, logger="lowering.recompiles"):
+        assert_matches_numpy(rows, np.ones((3, 4)), compiled=f)
+    assert "compiled for these sizes only" in "\n".join(r.getMessage() for r in caplog.records)
+    assert f.entries[0].guards.describe()[0] == "x: ndarray float64[3, 4] C-contiguous writeable"
+    assert_matches_numpy(rows, np.ones((5, 4)), compiled=f)  # another entry, right answer
+    assert f.stats["compiles"] == 2
+
+
+def test_a_size_returned_as_a_value_is_not_generalized():
+    def with_size(x):
+        return x + 1, x.shape[0] * 2
+
+    f = lowering.compile(with_size, dynamic=True)
+    assert_matches_numpy(with_size, np.ones((3, 4)), compiled=f)
+    assert_matches_numpy(with_size, np.ones((5, 4)), compiled=f)
+
+
+def test_an_array_passed_twice_shares_its_symbols():
+    def add(x, y):
+        return x * y
+
+    f = lowering.compile(add, dynamic=True)
+    x = np.arange(6.0).reshape(2, 3)
+    assert_matches_numpy(add, x, x, compiled=f)
+    y = np.arange(20.0).reshape(4, 5)
+    r = f(y, y)
+    np.testing.assert_array_equal(r, y * y)
+    assert f.stats["compiles"] == 1
+
+
+_UNARY = sorted(n for n in TIER1_UFUNCS if getattr(np, n).nin == 1 and getattr(np, n).nout == 1)
+
+
+@pytest.mark.parametrize("name", _UNARY)
+def test_tier1_unary_ufuncs_one_compile_for_many_sizes(name):
+    ufunc = getattr(np, name)
+    types = {t.split("->")[0] for t in ufunc.types}
+    dtype = np.float64 if "d" in types else np.int64 if "l" in types else np.bool_
+
+    def fn(x):
+        return ufunc(x)
+
+    f = lowering.compile(fn, dynamic=True)
+    rng = _rng(3)
+    for shape in [(5, 7), (2, 3), (16, 31), (64, 2)]:
+        x = (rng.standard_normal(shape) * 3).astype(dtype)
+        assert_matches_numpy(fn, x, compiled=f)
+    assert f.stats["compiles"] == 1, f"{name}: {f.stats}"
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(SIZES), min_size=2, max_size=2), st.sampled_from(SIZES),
+       st.sampled_from(["add", "multiply", "maximum", "subtract", "arctan2", "hypot"]))
+def test_binary_broadcast_at_any_sizes(shape, k, name):
+    ufunc = getattr(np, name)
+
+    def fn(x, y):
+        return ufunc(x, y) * 2
+
+    f = _BINARY.setdefault(name, lowering.compile(fn, dynamic=True))
+    rng = _rng(k)
+    x = rng.standard_normal(tuple(shape))
+    y = rng.standard_normal(shape[-1])
+    assert_matches_numpy(fn, x, y, compiled=f)
+    assert f.stats["compiles"] == 1
+
+
+_BINARY: dict = {}
