@@ -105,41 +105,175 @@ _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operat
             ">": operator.gt, ">=": operator.ge}
 
 
+# ---- expressions: polynomials over atoms -------------------------------------
+# A size's expression is kept as a polynomial with int coefficients over
+# atoms (a symbol's name, or an expression that is not a polynomial: a floor
+# division or remainder that does not simplify, a function of sizes), so that
+# equal sizes reached two ways have one expression ((s0 - 1) + 1 is s0, and
+# (s0*s1)//s0 is s1), and a relation is written once whichever way it was
+# met (`s1 - 1 == s2 - 1` is `s1 == s2`).
+Poly = tuple  # ((monomial, coefficient), ...) sorted; monomial: ((atom, power), ...) sorted
+
+
+def _poly_of(x) -> dict:
+    if isinstance(x, SymDim):
+        return dict(x.poly)
+    return {(): int(x)} if int(x) else {}
+
+
+def _norm(p: dict) -> Poly:
+    return tuple(sorted((m, c) for m, c in p.items() if c))
+
+
+def _padd(a: dict, b: dict, sign: int = 1) -> dict:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _mono_mul(m1: tuple, m2: tuple) -> tuple:
+    d: dict = dict(m1)
+    for a, k in m2:
+        d[a] = d.get(a, 0) + k
+    return tuple(sorted(d.items()))
+
+
+def _pmul(a: dict, b: dict) -> dict:
+    out: dict = {}
+    for m1, c1 in a.items():
+        for m2, c2 in b.items():
+            m = _mono_mul(m1, m2)
+            out[m] = out.get(m, 0) + c1 * c2
+    return {m: c for m, c in out.items() if c}
+
+
+def _mono_div(m: tuple, d: tuple) -> tuple | None:
+    """m / d for monomials, or None where d does not divide m."""
+    out = dict(m)
+    for a, k in d:
+        if out.get(a, 0) < k:
+            return None
+        out[a] -= k
+    return tuple(sorted((a, k) for a, k in out.items() if k))
+
+
+def _render_mono(m: tuple) -> str:
+    return "*".join(a if k == 1 else "*".join([a] * k) for a, k in m)
+
+
+def render(p: Poly) -> str:
+    """Python source for a polynomial (a lone atom as itself)."""
+    if not p:
+        return "0"
+    if len(p) == 1 and p[0][1] == 1 and len(p[0][0]) == 1 and p[0][0][0][1] == 1:
+        return p[0][0][0][0]  # a lone atom
+    terms = sorted(p, key=lambda t: (-sum(k for _, k in t[0]), t[0]))
+    out = ""
+    for m, c in terms:
+        body = _render_mono(m)
+        mag = abs(c)
+        text = (f"{mag}*{body}" if mag != 1 else body) if body else str(mag)
+        out += (("-" if c < 0 else "") + text) if not out else ((" - " if c < 0 else " + ") + text)
+    return f"({out})"
+
+
+def _atom(text: str) -> Poly:
+    return ((((text, 1),), 1),)
+
+
+def _from_poly(value: int, p: dict):
+    """The size of polynomial p (a plain int where p is a constant)."""
+    n = _norm(p)
+    if not n:
+        return 0
+    if len(n) == 1 and n[0][0] == ():
+        return n[0][1]
+    return SymDim(value, render(n), n)
+
+
+def _divide(value: int, a, b, op: str):
+    """a // b or a % b (b > 0 where this simplifies), symbolic."""
+    pa, pb = _poly_of(a), _poly_of(b)
+    if len(pb) == 1:
+        (mb, cb), = pb.items()
+        if cb > 0:
+            quot: dict = {}
+            exact = True
+            for m, c in pa.items():
+                q = _mono_div(m, mb)
+                if q is None or c % cb:
+                    exact = False
+                    break
+                quot[q] = c // cb
+            if exact:  # b divides every term: an exact quotient, no remainder
+                return _from_poly(value, quot) if op == "//" else 0
+    return SymDim(value, f"({expr_of(a)}{op}{expr_of(b)})")
+
+
+def _relation(op: str, a, b) -> str | None:
+    """The relation `a op b` written canonically (a polynomial against a
+    constant, the leading coefficient positive; two symbols as `sA == sB`),
+    or None where it holds for every size (the difference is constant)."""
+    d = _padd(_poly_of(a), _poly_of(b), -1)
+    k = d.pop((), 0)
+    if not d:
+        return None
+    n = _norm(d)
+    leading = sorted(n, key=lambda t: (-sum(x for _, x in t[0]), t[0]))[0][1]
+    if leading < 0:
+        n = tuple((m, -c) for m, c in n)
+        k = -k
+        op = {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(op, op)
+    if (k == 0 and len(n) == 2 and all(len(m) == 1 and m[0][1] == 1 for m, _ in n)
+            and sorted(c for _, c in n) == [-1, 1]):
+        pos = next(_render_mono(m) for m, c in n if c == 1)
+        neg = next(_render_mono(m) for m, c in n if c == -1)
+        return f"{pos} {op} {neg}"
+    return f"{render(n)} {op} {-k}"
+
+
 def _compare(op: str, a, b) -> bool:
     holds = _COMPARE[op](int.__int__(a) if isinstance(a, SymDim) else int(a),
                          int.__int__(b) if isinstance(b, SymDim) else int(b))
     if isinstance(a, Unguarded) or isinstance(b, Unguarded):
         return holds
-    ea, eb = expr_of(a), expr_of(b)
-    if ea != eb:
-        rel = op if holds else _NEGATE[op]
-        # two sizes found different were kept apart: code for unequal sizes
-        # serves equal ones too (each reads its own), so that is not a guard
-        if rel == "!=" and isinstance(a, SymDim) and isinstance(b, SymDim):
-            return holds
-        if not _implied(ea, rel, eb):
-            _record(f"{ea} {rel} {eb}")
+    rel_op = op if holds else _NEGATE[op]
+    # two sizes found different were kept apart: code for unequal sizes
+    # serves equal ones too (each reads its own), so that is not a guard
+    if rel_op == "!=" and isinstance(a, SymDim) and isinstance(b, SymDim):
+        return holds
+    rel = _relation(rel_op, a, b)
+    if rel is not None and not _implied(rel_op, a, b):
+        _record(rel)
     return holds
 
 
 _HUGE = 1 << 62  # no size reaches this: a range check against it always holds
 
 
-def _implied(a: str, rel: str, b: str) -> bool:
+def _implied(op: str, a, b) -> bool:
     """Relations every size satisfies: within the range of an i64 (what an
-    attribute's verifier checks), and, for a symbol, never 0 or 1 (those
-    sizes are specialized): `s0 != 1`, `s0 > 1`, `s0 >= 0`, ..."""
-    if b.lstrip("-").isdigit() and abs(int(b)) >= _HUGE:
-        c = int(b)
-        return (rel in ("<", "<=", "!=") and c > 0) or (rel in (">", ">=", "!=") and c < 0)
-    if a.lstrip("-").isdigit() and abs(int(a)) >= _HUGE:
-        return _implied(b, {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(rel, rel), a)
-    if not (a.isidentifier() and b.lstrip("-").isdigit()):
-        if b.isidentifier() and a.lstrip("-").isdigit():
-            return _implied(b, {"<": ">", ">": "<", "<=": ">=", ">=": "<="}.get(rel, rel), a)
+    attribute's verifier checks), and, for a polynomial of symbols with
+    positive coefficients, its least value with every symbol 2 (sizes 0 and
+    1 are specialized): `s0 != 1`, `s0*s1 > 3`, `s0 + 1 >= 3`, ..."""
+    d = _padd(_poly_of(a), _poly_of(b), -1)
+    k = -d.pop((), 0)  # the relation is: d op k
+    if not d:
+        return True
+    if abs(k) >= _HUGE:
+        return (op in ("<", "<=", "!=") and k > 0) or (op in (">", ">=", "!=") and k < 0)
+    atoms = {x for m in d for x, _ in m}
+    if not all(x.isidentifier() and x[0] == "s" and x[1:].isdigit() for x in atoms):
         return False
-    c = int(b)
-    return ((rel == "!=" and c <= 1) or (rel == ">" and c <= 1) or (rel == ">=" and c <= 2))
+    coeffs = list(d.values())
+    if all(c > 0 for c in coeffs):
+        least = sum(c * 2 ** sum(p for _, p in m) for m, c in d.items())
+        return (op in (">=",) and least >= k) or (op in (">", "!=") and least > k)
+    if all(c < 0 for c in coeffs):
+        most = sum(c * 2 ** sum(p for _, p in m) for m, c in d.items())
+        return (op in ("<=",) and most <= k) or (op in ("<", "!=") and most < k)
+    return False
 
 
 def _specialize(x: "SymDim") -> int:
@@ -153,31 +287,30 @@ def _arith(op: str, fn: Callable, a, b):
         return NotImplemented
     v = fn(int.__int__(a) if isinstance(a, SymDim) else int(a),
            int.__int__(b) if isinstance(b, SymDim) else int(b))
-    ea, eb = expr_of(a), expr_of(b)
-    # simplifications that keep expressions short (and equal where they are)
-    if op == "+" and eb == "0" or op == "-" and eb == "0" or op in ("*", "//") and eb == "1":
-        return a
-    if op == "+" and ea == "0" or op == "*" and ea == "1":
-        return b
-    if op == "*" and "0" in (ea, eb):
-        return 0
-    return SymDim(v, f"({ea}{op}{eb})")
+    if op == "+":
+        return _from_poly(v, _padd(_poly_of(a), _poly_of(b)))
+    if op == "-":
+        return _from_poly(v, _padd(_poly_of(a), _poly_of(b), -1))
+    if op == "*":
+        return _from_poly(v, _pmul(_poly_of(a), _poly_of(b)))
+    return _divide(v, a, b, op)
 
 
 class SymDim(int):
     """A size: its value when compiling (`int`), and `expr`, its expression
     over the size symbols. See the module's docstring."""
 
-    def __new__(cls, value: int, expr: str):
+    def __new__(cls, value: int, expr: str, poly: Poly | None = None):
         obj = int.__new__(cls, value)
         obj.expr = expr
+        obj.poly = poly if poly is not None else _atom(expr)
         return obj
 
     def __repr__(self) -> str:
         return f"{self.expr}={int.__int__(self)}"
 
     def __reduce__(self):
-        return (SymDim, (int.__int__(self), self.expr))
+        return (SymDim, (int.__int__(self), self.expr, self.poly))
 
     def __hash__(self) -> int:
         return hash(("sym", int.__int__(self), self.expr))
@@ -193,7 +326,7 @@ class SymDim(int):
     def __rfloordiv__(self, o): return _arith("//", operator.floordiv, o, self)
     def __mod__(self, o): return _arith("%", operator.mod, self, o)
     def __rmod__(self, o): return _arith("%", operator.mod, o, self)
-    def __neg__(self): return SymDim(-int.__int__(self), f"(-{self.expr})")
+    def __neg__(self): return _from_poly(-int.__int__(self), _padd({}, dict(self.poly), -1))
     def __pos__(self): return self
 
     def __abs__(self):
@@ -423,3 +556,61 @@ def same_type(a, b) -> bool:
         if not same_shape(sa(), sb()):
             return False
     return a == b
+
+
+def prod_dims(shape) -> int:
+    """The product of sizes (symbolic where one is)."""
+    n = 1
+    for d in shape:
+        n = n * d
+    return n
+
+
+def symbolic_reshape(shape: tuple, size) -> tuple:
+    """numpy's reshape of `size` elements to `shape` (one -1 allowed) for
+    symbolic sizes: the -1 dim is size // the others' product, where that
+    divides (a relation: the program serves the sizes it divides), numpy's
+    error otherwise."""
+    shape = tuple(shape)
+    if sum(1 for n in shape if type(n) is int and n == -1) > 1:
+        raise ValueError("can only specify one unknown dimension")
+    known = prod_dims(n for n in shape if not (type(n) is int and n == -1))
+    if any(type(n) is int and n == -1 for n in shape):
+        if known == 0 or size % known != 0:
+            raise ValueError(f"cannot reshape array of size {hint(size)} into shape "
+                             f"{tuple(hint(n) for n in shape)}")
+        return tuple(size // known if type(n) is int and n == -1 else n for n in shape)
+    if known != size:
+        raise ValueError(f"cannot reshape array of size {hint(size)} into shape "
+                         f"{tuple(hint(n) for n in shape)}")
+    return shape
+
+
+def slice_indices(start, stop, step, n) -> tuple:
+    """`slice(start, stop, step).indices(n)` for a size n that may be
+    symbolic (each clamp a recorded decision); the bounds are ints or None."""
+    if not isinstance(n, SymDim) and not any(isinstance(b, SymDim) for b in (start, stop, step)):
+        return slice(start, stop, step).indices(n)
+    step = 1 if step is None else int(step)  # (a symbolic step: specialized)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+    lower, upper = (0, n) if step > 0 else (-1, n - 1)
+
+    def clamp(b, default):
+        if b is None:
+            return default
+        if b < 0:
+            b = b + n
+            return lower if b < lower else b
+        return upper if b > upper else b
+
+    return clamp(start, lower if step < 0 else 0) if step > 0 else clamp(start, upper), \
+        clamp(stop, upper) if step > 0 else clamp(stop, lower), step
+
+
+def range_length(b, e, s: int):
+    """len(range(b, e, s)), symbolic where the bounds are."""
+    if not isinstance(b, SymDim) and not isinstance(e, SymDim):
+        return len(range(b, e, s))
+    n = (e - b + (s - 1)) // s if s > 0 else (b - e + (-s - 1)) // (-s)
+    return n if n > 0 else 0

@@ -38,6 +38,7 @@ from .capture.conversions import constructors_capture
 from dialects.dtypes import supported
 from dialects.dtypes import from_ir
 from dialects.symbols import ShapeEnv, SymDim, symbols_of
+from dialects.symbols import active as symbols_active
 from .backends.cpu_backend import CpuProgram
 from .backends.cpu_dynamic import DynamicProgram, NotSymbolic
 from .dynamic import (differences, fake_leaves, plain_sizes, probe_sizes, symbolic_dims,
@@ -844,7 +845,7 @@ def structural_key(module) -> tuple:
     parts: list = [tuple(a.type for a in block.args)]
     for op in block.ops:
         if op.regions:
-            return (str(module), symbols_of([a.type for a in block.args]
+            return (str(module), () if not symbols_active() else symbols_of([a.type for a in block.args]
                                                   + [(o.properties, o.attributes, [r.type for r in o.results])
                                                      for o in module.walk()]))
         operands = tuple(ids[o] for o in op.operands)
@@ -854,7 +855,7 @@ def structural_key(module) -> tuple:
                       tuple(op.attributes.items()), tuple(r.type for r in op.results)))
     # (a size symbol's value compares equal to the plain size: its expression
     # keeps a symbolic program apart from the one compiled for that size)
-    return tuple(parts) + (symbols_of(parts),)
+    return tuple(parts) + (symbols_of(parts) if symbols_active() else (),)
 
 
 def _finish(out_plan, results, sources, plan: StatePlan, gvals):

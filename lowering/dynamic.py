@@ -133,25 +133,35 @@ def probe_sizes(env: ShapeEnv) -> dict[str, int] | None:
         m = re.fullmatch(r"(s\d+) == (-?\d+)", rel)
         if m:
             pinned[m.group(1)] = int(m.group(2))
+        elif " == " in rel:  # another equality: its symbols keep their sizes
+            for sym in _SYMBOL.findall(rel):
+                pinned[sym] = env.hints[sym]
     groups: dict[str, list[str]] = {}
     for s in env.hints:
         groups.setdefault(find(s), []).append(s)
     fixed = {find(s) for s in pinned}
-    for base in (1, 2, 3, 8, 16, 64, 256):
-        values: dict[str, int] = {}
-        for g, (root, members) in enumerate(sorted(groups.items())):
-            h = env.hints[members[0]]
-            v = h if root in fixed else h + base * (g + 1)
-            for s in members:
-                values[s] = v
-        if values == env.hints:
-            return None  # every size is pinned: nothing varies
-        try:
-            if all(evaluate(rel, values) for rel in env.relations):
+    while True:
+        failed: set[str] = set()
+        for base in (1, 2, 3, 8, 16, 64, 256):
+            values: dict[str, int] = {}
+            for g, (root, members) in enumerate(sorted(groups.items())):
+                h = env.hints[members[0]]
+                v = h if root in fixed else h + base * (g + 1)
+                for s in members:
+                    values[s] = v
+            if values == env.hints:
+                return None  # every size is pinned: nothing varies
+            try:
+                bad = [rel for rel in env.relations if not evaluate(rel, values)]
+            except Exception:
+                return None
+            if not bad:
                 return values
-        except Exception:
+            failed.update(find(sym) for rel in bad for sym in _SYMBOL.findall(rel))
+        # a relation no offset satisfies (`s1 <= 2`): its symbols keep their sizes
+        if failed <= fixed:
             return None
-    return None
+        fixed |= failed
 
 
 def fake_leaves(leaves: list, shapes: dict[int, tuple], values: dict[str, int]) -> list:

@@ -66,6 +66,7 @@ from dialects import array as A
 from dialects.dtypes import from_ir
 from dialects import loop as L
 from dialects import ufuncs as U
+from dialects.symbols import symbols_of
 
 # ufuncs (by numpy name) that the loop level generates for some loops (the
 # table's `gen` column; "float": not for integer loops); others run through an
@@ -564,6 +565,8 @@ def overwritten(block: Block, uses: Counter) -> set[SSAValue]:
                                       and in_place(op.dest.owner, uses)):
             continue
         shape = op.dest.type.get_shape()
+        if symbols_of(shape):  # (coverage by sizes a call gives: not known here)
+            continue
         n = 1
         for d in shape:
             n *= d

@@ -79,12 +79,35 @@ def split_constant(e: AffineExpr) -> tuple[AffineExpr | None, int]:
     return e, 0
 
 
+def _inner_sizes(e: AffineExpr | None, found: list, make=None) -> AffineExpr | None:
+    """e with each constant that is a size symbol's value (`dialects.symbols`:
+    a row length a flattened index divides by) replaced, in walk order (each
+    appended to `found`), by `make(j)` (default: a placeholder symbol 1000 + j,
+    for the structure key)."""
+    if e is None:
+        return None
+    if isinstance(e, AffineConstantExpr):
+        if isinstance(e.value, SymDim):
+            found.append(e.value)
+            j = len(found) - 1
+            return make(j) if make is not None else AffineExpr.symbol(1000 + j)
+        return e
+    if isinstance(e, AffineBinaryOpExpr):
+        return AffineBinaryOpExpr(e.kind, _inner_sizes(e.lhs, found, make),
+                                  _inner_sizes(e.rhs, found, make))
+    return e
+
+
 def _map_key(op: L.LoadOp | L.StoreOp, holes: list[Hole]) -> tuple:
     m = op.map.data
     parts = []
     for r, e in enumerate(m.results):
         rest, c = split_constant(e)
         holes.append(Hole("map", op, r, c))
+        inner: list = []
+        rest = _inner_sizes(rest, inner)
+        for j, v in enumerate(inner):  # (sizes inside the index: parameters too)
+            holes.append(Hole("mapsize", op, (r, j), v))
         parts.append(str(rest))
     return (m.num_dims, m.num_symbols, tuple(parts))
 
@@ -162,7 +185,7 @@ def _kernels(f: func.FuncOp) -> Iterator[K.KernelOp]:
 def holes_kind(h: Hole) -> tuple | None:
     """What a parameter for hole h is: an index, a value of the const's type,
     or None where the launch gives the value (no parameter)."""
-    if h.kind in ("map", "range"):
+    if h.kind in ("map", "mapsize", "range"):
         return ("index",)
     if h.kind == "use":
         return ("value", h.op.operands[h.at].type)
@@ -191,6 +214,8 @@ def parameterize(k: K.KernelOp, holes: list[Hole], varying: list[int],
             consts.add(h.op.operands[h.at].owner)
             h.op.operands = [params[n] if i == h.at else o for i, o in enumerate(h.op.operands)]
         elif h.kind == "map":
+            symbols.setdefault(h.op, {})[h.at] = params[n]
+        elif h.kind == "mapsize":
             symbols.setdefault(h.op, {})[h.at] = params[n]
         elif h.kind == "range":
             extents.setdefault(h.op, {})[h.at] = params[n]
@@ -244,17 +269,29 @@ def _dynamic_shape(k: K.KernelOp, j: int, dims: set[int]) -> None:
                                       for i, o in enumerate(use.operation.operands)]
 
 
-def _symbolize(op: L.LoadOp | L.StoreOp, by_result: dict[int, SSAValue]) -> None:
+def _symbolize(op: L.LoadOp | L.StoreOp, by_result: dict) -> None:
     """Coordinate r of op's map reads symbol operand by_result[r] in place of
-    its constant term."""
+    its constant term, and by_result[(r, j)] in place of its j-th size inside
+    (see `_inner_sizes`)."""
     m = op.map.data
     results, operands = [], []
     for r, e in enumerate(m.results):
-        if r in by_result:
-            rest, _ = split_constant(e)
-            s = AffineExpr.symbol(len(operands))
-            results.append(s if rest is None else rest + s)
-            operands.append(by_result[r])
+        inner = {j: v for (at, v) in by_result.items() if isinstance(at, tuple) and at[0] == r
+                 for j in [at[1]]}
+        if r in by_result or inner:
+            rest, c = split_constant(e)
+            if inner:
+                def make(j: int) -> AffineExpr:
+                    operands.append(inner[j])
+                    return AffineExpr.symbol(len(operands) - 1)
+                rest = _inner_sizes(rest, [], make)
+            if r in by_result:
+                s = AffineExpr.symbol(len(operands))
+                results.append(s if rest is None else rest + s)
+                operands.append(by_result[r])
+            else:
+                results.append(rest if c == 0 else (AffineExpr.constant(c) if rest is None
+                                                     else rest + c))
         else:
             results.append(e)
     op.map = type(op.map)(AffineMap(m.num_dims, len(operands), tuple(results)))

@@ -35,6 +35,7 @@ from runtime.memory import POOL
 
 from dialects.dtypes import from_ir
 from dialects.symbols import SymStr, symbols_of
+from dialects.symbols import active as symbols_active
 from ..codegen.llvm import SCALAR_PARAMS, Emitter
 from . import numpy_backend
 
@@ -63,8 +64,8 @@ def body_key(k: K.KernelOp) -> tuple:
     key = (cpu.vector_bits(), k.name, tuple(b.type for b in k.buffers), props, attrs, body)
     # a size symbol left in a body compiles as its value: that body is this
     # program's alone (see `lowering/dynamic.py`: such a program is not kept
-    # for other sizes)
-    return key + (symbols_of(key),)
+    # for other sizes). Symbols exist only while a compile that made them runs.
+    return key + (symbols_of(key) if symbols_active() else (),)
 
 
 def _regions_key(regions, ids: dict) -> tuple:

@@ -37,7 +37,6 @@ from xdsl.parser import Parser
 
 from dialects import loop as L
 from dialects.context import context
-from dialects.symbols import symbols_of
 from runtime import cpu, disk_cache
 
 from . import cpu_backend as B
@@ -134,7 +133,9 @@ def find(module: ModuleOp, key, layouts, partition, passes) -> DiskEntry | None:
     cache is off. `key` is the program's in-process key (its IR: text, or a
     structural key, in which case the module is printed)."""
     c = cache()
-    if c is None or symbols_of(key):  # (a program for many sizes: this process's only)
+    # (a program for many sizes, whose structural key ends with its symbols:
+    # this process's only)
+    if c is None or (isinstance(key, tuple) and key and key[-1]):
         return None
     ir = key if isinstance(key, str) else str(module)
     entry = DiskEntry(c, entry_key(ir, layouts, partition, [str(p.pipeline_pass_spec())

@@ -21,8 +21,10 @@ from dataclasses import fields, is_dataclass, replace
 import numpy as np
 
 from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, StringAttr, TensorType
 
-from dialects.symbols import SymDim, evaluator, symbols_of
+from dialects.array import i64_array
+from dialects.symbols import SymDim, SymStr, evaluate, evaluator, symbols_of
 
 from . import cpu_backend as B
 from . import numpy_backend
@@ -86,12 +88,50 @@ def check_plan(plan: B.ProgramPlan, keys: dict[str, tuple]) -> None:
     for name, key in keys.items():
         if symbols_of(key):
             raise NotSymbolic(f"kernel {name} has a size compiled in")
-    for st in plan.steps:
-        if isinstance(st, B.ExternPlan) and st.op is not None:
-            inner = st.op
-            if symbols_of([r.type for r in inner.results] + [o.type for o in inner.operands]
-                          + [inner.properties, inner.attributes]):
-                raise NotSymbolic(f"{st.fn} is built for the traced shapes")
+
+
+def _op_symbolic(op) -> bool:
+    return any(symbols_of([o.properties, o.attributes, [r.type for r in o.results]]
+                          + [a.type for reg in o.regions for blk in reg.blocks for a in blk.args])
+               for o in op.walk())
+
+
+def _concrete_attr(a, values: dict[str, int]):
+    """An attribute or type with its symbolic sizes evaluated at `values`."""
+    sym = getattr(a, "_symbolic", None)
+    if isinstance(sym, tuple):
+        return i64_array([evaluate(v.expr, values) if isinstance(v, SymDim) else v for v in sym])
+    if isinstance(a, StringAttr) and isinstance(a.data, SymStr):
+        v = evaluate(a.data.expr, values)
+        return StringAttr(repr(float(v)) if isinstance(v, float) else str(int(v)))
+    shape = getattr(a, "get_shape", None)
+    if shape is not None and isinstance(a, (TensorType, MemRefType)):
+        dims = a.get_shape()
+        if any(isinstance(d, SymDim) for d in dims):
+            new = [evaluate(d.expr, values) if isinstance(d, SymDim) else d for d in dims]
+            if isinstance(a, TensorType):
+                return TensorType(a.element_type, new)
+            return MemRefType(a.element_type, new, a.layout, a.memory_space)
+    return a
+
+
+def concrete_op(op, values: dict[str, int]):
+    """A copy of a numpy extern's op (`loop.extern` and the tensor-level op
+    it computes) with its sizes, offsets and types evaluated at `values`:
+    what its numpy routine is built from for those sizes."""
+    new = op.clone()
+    for o in new.walk():
+        for name, v in list(o.properties.items()):
+            o.properties[name] = _concrete_attr(v, values)
+        for name, v in list(o.attributes.items()):
+            o.attributes[name] = _concrete_attr(v, values)
+        for r in o.results:
+            r._type = _concrete_attr(r.type, values)
+        for reg in o.regions:
+            for blk in reg.blocks:
+                for a in blk.args:
+                    a._type = _concrete_attr(a.type, values)
+    return new
 
 
 class DynamicProgram:
@@ -114,6 +154,10 @@ class DynamicProgram:
                     self.bindings.append((n.expr, i, d))
         exprs: list[str] = []
         self._template = _template(plan, exprs)
+        # numpy externs built from symbolic ops: rebuilt per set of sizes
+        self._symbolic_externs = {k for k, st in enumerate(plan.steps)
+                                  if isinstance(st, B.ExternPlan) and st.op is not None
+                                  and _op_symbolic(st.op)}
         self.exprs = exprs
         try:
             self._eval = evaluator(exprs, [s for s, _, _ in self.bindings]) if exprs else None
@@ -142,7 +186,13 @@ class DynamicProgram:
             self._programs.move_to_end(sizes)
             return prog
         values = self._eval(*sizes) if self._eval is not None else ()
-        prog = B.program(_fill(self._template, values), self.addresses, None, "", stage)
+        plan = _fill(self._template, values)
+        if self._symbolic_externs:
+            named = dict(zip(self.symbols, sizes))
+            plan = replace(plan, steps=tuple(
+                replace(st, op=concrete_op(st.op, named)) if k in self._symbolic_externs else st
+                for k, st in enumerate(plan.steps)))
+        prog = B.program(plan, self.addresses, None, "", stage)
         self._programs[sizes] = prog
         if len(self._programs) > PROGRAMS_PER_SIZE_SET:
             self._programs.popitem(last=False)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.ir import SSAValue
+from dialects.symbols import prod_dims
 
 from . import conversions, registry
 from .tracer import Unsupported, c_strides
@@ -206,7 +207,7 @@ class TracedArray:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return prod_dims(self.shape)
 
     @property
     def itemsize(self) -> int:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from dialects.symbols import broadcast_shapes
+from dialects.symbols import SymDim, broadcast_shapes
 
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -17,6 +17,8 @@ def static_int(x: Any, what: str) -> int:
     """Shapes, axes and counts must be Python ints at trace time."""
     if isinstance(x, TracedArray):
         raise Unsupported(f"{what} must be a static integer, got a traced value")
+    if isinstance(x, SymDim):  # a size symbol's value stays symbolic
+        return x
     try:
         return operator.index(x)
     except TypeError:

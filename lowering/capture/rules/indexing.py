@@ -11,6 +11,7 @@ import numpy as np
 
 from ..traced import TracedArray
 from ..views import SliceStep
+from dialects.symbols import SymDim, range_length, slice_indices
 
 
 def _expand_key(key, ndim: int):
@@ -49,7 +50,9 @@ def _slice_indices(k: slice, n: int) -> tuple[int, int, int]:
     for i, b in enumerate(parts):
         if isinstance(b, TracedArray):
             parts[i] = operator.index(b)
-    return slice(*parts).indices(n)
+        elif b is not None and not isinstance(b, SymDim):
+            parts[i] = operator.index(b)
+    return slice_indices(*parts, n)
 
 
 def basic_view(x: TracedArray, key) -> TracedArray:
@@ -66,13 +69,13 @@ def basic_view(x: TracedArray, key) -> TracedArray:
         n = x.shape[d]
         if isinstance(k, slice):
             b, e, s = _slice_indices(k, n)
-            cnt = len(range(b, e, s))
+            cnt = range_length(b, e, s)
             start.append(b if cnt else 0)
             step.append(s)
             sizes.append(cnt)
             final.append(cnt)
         else:
-            i = operator.index(k)
+            i = k if isinstance(k, SymDim) else operator.index(k)
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for axis {d} with size {n}")
             start.append(i % n)

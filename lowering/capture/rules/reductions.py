@@ -282,7 +282,7 @@ def _var(tr, a, axis, dtype, out, ddof, keepdims, where, mean_arg, what):
     p = tr.prims
     if dtype is None and x.dtype.kind in "biu":
         dtype = np.dtype(np.float64)
-    n = np.intp(count(x.shape, axes))
+    n = _count(x.shape, axes)
     # arrmean = umr_sum(arr, axis, dtype, keepdims=True); true_divide(.., out=arrmean)
     m = p.reshape(reduce_value(tr, x, "sum", axes, dtype), kept_shape(x.shape, axes))
     m = _divide(p, m, n, _dtype_of(m))
@@ -298,7 +298,11 @@ def _var(tr, a, axis, dtype, out, ddof, keepdims, where, mean_arg, what):
     ret_dt = out.dtype if out is not None else _dtype_of(r)
     r = p.cast(r, ret_dt)
     # rcount = maximum(rcount - ddof, 0); ret = ret / rcount
-    rc = np.maximum(n - ddof, 0)
+    if isinstance(n, SymDim) and type(ddof) is int:  # (a symbolic count stays one)
+        rc = n - ddof
+        rc = rc if rc > 0 else np.intp(0)
+    else:
+        rc = np.maximum(np.intp(n) - ddof, 0)
     r = _divide(p, r, rc, ret_dt)
     return x, r, out, rshape
 

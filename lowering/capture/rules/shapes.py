@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dialects.symbols import broadcast_shapes
+from dialects.symbols import SymDim, broadcast_shapes, symbolic_reshape
 
 from ..registry import rule
 from ..traced import TracedArray
@@ -19,6 +19,8 @@ from .common import normalize_axis, static_int, static_shape
 
 def _resolve_shape(shape, size: int) -> tuple[int, ...]:
     shape = static_shape(shape)
+    if isinstance(size, SymDim) or any(isinstance(n, SymDim) for n in shape):
+        return symbolic_reshape(shape, size)
     # numpy computes -1 and validates; ask it on a layout-only dummy
     return strided_dummy((size,), (0,), np.uint8).reshape(shape).shape
 
