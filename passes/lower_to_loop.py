@@ -66,7 +66,7 @@ from dialects import array as A
 from dialects.dtypes import from_ir
 from dialects import loop as L
 from dialects import ufuncs as U
-from dialects.symbols import symbols_of
+from dialects.symbols import SymDim, hint, symbols_of
 
 # ufuncs (by numpy name) that the loop level generates for some loops (the
 # table's `gen` column; "float": not for integer loops); others run through an
@@ -170,8 +170,9 @@ def short_dot(op: A.DotOp) -> bool:
     output element is K products summed in order, fused into its consumer
     (`KernelEmitter._value_at`)."""
     a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
+    # (a symbolic K: BLAS, unguarded; a long N is a choice of speed: its hint)
     return (len(a) == 2 and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
-            and 1 <= a[1] <= SHORT_K and b[1] >= 16)
+            and not isinstance(a[1], SymDim) and 1 <= a[1] <= SHORT_K and hint(b[1]) >= 16)
 
 
 NARROW_N, NARROW_MIN_K = 16, 64  # a matmul into this few columns, over this many terms or more
@@ -185,9 +186,11 @@ def narrow_dot(op: A.DotOp) -> bool:
     MLP's 256 x 1024 x 10 product with cold caches, most of it reading h back;
     generated, it joins the kernel that writes h (`merge_rows`)."""
     a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
+    # (a symbolic N: BLAS, unguarded — the kernel's structure is per column)
     return (len(a) == 2 and len(b) == 2
             and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
-            and 1 <= b[1] <= NARROW_N and a[1] >= NARROW_MIN_K and not short_dot(op)
+            and not isinstance(b[1], SymDim) and 1 <= b[1] <= NARROW_N
+            and hint(a[1]) >= NARROW_MIN_K and not short_dot(op)
             # A's rows must be rows in memory (`h.T @ dlogits` reads columns: BLAS)
             and not blas_operand(op.lhs)[1])
 
@@ -208,11 +211,12 @@ def column_reduction(op: A.ReduceOp) -> bool:
     by row at memory speed (an extern, for big inputs)."""
     shape = op.input.type.get_shape()
     axes = A.ints(op.axes)
-    if not shape or (len(shape) - 1) in axes or shape[-1] < 8:
+    # (speed, not results: symbolic sizes decide by their hints, unguarded)
+    if not shape or (len(shape) - 1) in axes or hint(shape[-1]) < 8:
         return False
     n = from_ir(op.input.type.element_type).itemsize
     for d in shape:
-        n *= d
+        n *= hint(d)
     return n >= COLUMN_REDUCTION_BYTES
 
 

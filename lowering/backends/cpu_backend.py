@@ -34,7 +34,7 @@ from runtime import blas, cpu, errors
 from runtime.memory import POOL
 
 from dialects.dtypes import from_ir
-from dialects.symbols import SymStr, symbols_of
+from dialects.symbols import SymStr, prod_dims, symbols_of
 from dialects.symbols import active as symbols_active
 from ..codegen.llvm import SCALAR_PARAMS, Emitter
 from . import numpy_backend
@@ -366,7 +366,7 @@ def extern_plan(op: L.ExternOp, slots) -> ExternPlan:
         flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
         out_t = op.buffers[-1].type
         k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
-        flops = 2 * k * int(np.prod(out_t.get_shape(), dtype=np.int64))
+        flops = 2 * k * prod_dims(out_t.get_shape())
         return ExternPlan(op.fn.data, args, n, (flags[0] == "t", flags[1] == "t"), flops)
     return ExternPlan(op.fn.data, args, n, op=op)
 
