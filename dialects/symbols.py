@@ -76,7 +76,7 @@ def _record(relation: str) -> None:
     if env is not None:
         if _TRACE_RELATIONS and relation not in env.relations:
             import traceback
-            traceback.print_stack(limit=8)
+            traceback.print_stack(limit=12)
             print("recorded:", relation)
         env.record(relation)
 
@@ -614,3 +614,175 @@ def range_length(b, e, s: int):
         return len(range(b, e, s))
     n = (e - b + (s - 1)) // s if s > 0 else (b - e + (-s - 1)) // (-s)
     return n if n > 0 else 0
+
+
+# ---- sizes as the user's code sees them ---------------------------------------------
+# Inside the compiler a symbolic size is a SymDim, an int (xDSL and numpy
+# take it as one). The user's code gets a SymSize instead, which is not an
+# int: whatever Python or numpy does with it that has no symbolic form calls
+# one of its methods (`__index__` for `range(n)` or `len`, `__hash__` for a
+# dict lookup, `__float__`, `__format__`, ...), and each of those specializes
+# the program to the size seen (records `s0 == 5`). Arithmetic stays
+# symbolic; every comparison records the relation that held, between two
+# symbols too (a branch in the user's code on `x.shape[0] == y.shape[0]`).
+
+def _internal(o):
+    if isinstance(o, SymSize):
+        return o.sym
+    if isinstance(o, np.integer):
+        return int(o)
+    return o
+
+
+def _user(v):
+    return SymSize(v) if isinstance(v, SymDim) else v
+
+
+def _user_compare(op: str, a, b) -> bool:
+    if isinstance(b, float) and not isinstance(b, bool):
+        holds = _COMPARE[op](int.__int__(a), b)
+        rel_op = op if holds else _NEGATE[op]
+        _record(f"{a.expr} {rel_op} {b!r}")
+        return holds
+    holds = _COMPARE[op](int.__int__(a), int.__int__(b) if isinstance(b, SymDim) else int(b))
+    rel_op = op if holds else _NEGATE[op]
+    rel = _relation(rel_op, a, b)
+    if rel is not None and not _implied(rel_op, a, b):
+        _record(rel)
+    return holds
+
+
+class SymSize:
+    """A symbolic size in the user's code (see above): `sym` is the SymDim."""
+
+    __slots__ = ("sym",)
+
+    def __init__(self, sym: SymDim):
+        self.sym = sym
+
+    def _arith(self, o, fn, reflected=False):
+        o = _internal(o)
+        if isinstance(o, bool) or not isinstance(o, int):
+            return NotImplemented
+        return _user(fn(o, self.sym) if reflected else fn(self.sym, o))
+
+    def __add__(self, o): return self._arith(o, operator.add)
+    def __radd__(self, o): return self._arith(o, operator.add, True)
+    def __sub__(self, o): return self._arith(o, operator.sub)
+    def __rsub__(self, o): return self._arith(o, operator.sub, True)
+    def __mul__(self, o): return self._arith(o, operator.mul)
+    def __rmul__(self, o): return self._arith(o, operator.mul, True)
+    def __floordiv__(self, o): return self._arith(o, operator.floordiv)
+    def __rfloordiv__(self, o): return self._arith(o, operator.floordiv, True)
+    def __mod__(self, o): return self._arith(o, operator.mod)
+    def __rmod__(self, o): return self._arith(o, operator.mod, True)
+    def __neg__(self): return _user(-self.sym)
+    def __pos__(self): return self
+
+    def __abs__(self):
+        return self if self >= 0 else -self
+
+    def _cmp(self, op, o):
+        o = _internal(o)
+        if isinstance(o, bool) or not isinstance(o, (int, float)):
+            return NotImplemented
+        return _user_compare(op, self.sym, o)
+
+    def __eq__(self, o): return self._cmp("==", o)
+    def __ne__(self, o): return self._cmp("!=", o)
+    def __lt__(self, o): return self._cmp("<", o)
+    def __le__(self, o): return self._cmp("<=", o)
+    def __gt__(self, o): return self._cmp(">", o)
+    def __ge__(self, o): return self._cmp(">=", o)
+
+    def __bool__(self):
+        return _user_compare("!=", self.sym, 0)
+
+    # no symbolic form: specialized to the value
+    def _value(self) -> int:
+        return _specialize(self.sym)
+
+    def __index__(self): return self._value()
+    def __int__(self): return self._value()
+    def __float__(self): return float(self._value())
+    def __complex__(self): return complex(self._value())
+    def __hash__(self): return hash(self._value())
+    def __format__(self, spec): return format(self._value(), spec)
+    def __str__(self): return str(self._value())
+    def __repr__(self): return repr(self._value())
+    def __round__(self, n=None): return round(self._value(), n)
+    def __trunc__(self): return self._value()
+    def __floor__(self): return self._value()
+    def __ceil__(self): return self._value()
+    def __truediv__(self, o): return self._value() / _plain_operand(o)
+    def __rtruediv__(self, o): return _plain_operand(o) / self._value()
+    def __pow__(self, o, m=None): return pow(self._value(), _plain_operand(o), m)
+    def __rpow__(self, o): return _plain_operand(o) ** self._value()
+    def __and__(self, o): return self._value() & _plain_operand(o)
+    def __rand__(self, o): return _plain_operand(o) & self._value()
+    def __or__(self, o): return self._value() | _plain_operand(o)
+    def __ror__(self, o): return _plain_operand(o) | self._value()
+    def __xor__(self, o): return self._value() ^ _plain_operand(o)
+    def __rxor__(self, o): return _plain_operand(o) ^ self._value()
+    def __lshift__(self, o): return self._value() << _plain_operand(o)
+    def __rlshift__(self, o): return _plain_operand(o) << self._value()
+    def __rshift__(self, o): return self._value() >> _plain_operand(o)
+    def __rrshift__(self, o): return _plain_operand(o) >> self._value()
+    def __divmod__(self, o): return divmod(self._value(), _plain_operand(o))
+    def __rdivmod__(self, o): return divmod(_plain_operand(o), self._value())
+    def bit_length(self): return self._value().bit_length()
+    def __reduce__(self): return (int, (int.__int__(self.sym),))
+
+    @property
+    def real(self): return self
+
+    @property
+    def imag(self): return 0
+
+
+def _plain_operand(o):
+    return o._value() if isinstance(o, SymSize) else o
+
+
+def to_internal(x, _depth: int = 0):
+    """The user's values with their SymSizes as the compiler's SymDims
+    (inside tuples, lists, dicts and slices)."""
+    if isinstance(x, SymSize):
+        return x.sym
+    if _depth > 8:
+        return x
+    t = type(x)
+    if t is tuple or t is list:
+        if not any(isinstance(e, (SymSize, tuple, list, slice, dict)) for e in x):
+            return x
+        return t(to_internal(e, _depth + 1) for e in x)
+    if t is slice:
+        if not any(isinstance(b, SymSize) for b in (x.start, x.stop, x.step)):
+            return x
+        return slice(to_internal(x.start), to_internal(x.stop), to_internal(x.step))
+    if t is dict:
+        return {k: to_internal(v, _depth + 1) for k, v in x.items()}
+    return x
+
+
+def to_user(x, _depth: int = 0):
+    """The compiler's values as the user's code sees them: a SymDim as a
+    SymSize (inside tuples and lists)."""
+    if isinstance(x, SymDim):
+        return SymSize(x)
+    if _depth > 8:
+        return x
+    t = type(x)
+    if (t is tuple or t is list) and any(isinstance(e, (SymDim, tuple, list)) for e in x):
+        return t(to_user(e, _depth + 1) for e in x)
+    return x
+
+
+def specialized(x):
+    """A size as the plain int it is, the program specialized to it (a
+    size C code takes: `len()`)."""
+    if isinstance(x, SymSize):
+        return x._value()
+    if isinstance(x, SymDim):
+        return _specialize(x)
+    return x

@@ -40,7 +40,7 @@ from dialects.dtypes import from_ir
 from dialects.symbols import ShapeEnv, SymDim, symbols_of
 from dialects.symbols import active as symbols_active
 from .backends.cpu_backend import CpuProgram
-from .backends.cpu_dynamic import DynamicProgram, NotSymbolic
+from .backends.cpu_dynamic import DynamicProgram
 from .dynamic import (differences, fake_leaves, plain_sizes, probe_sizes, symbolic_dims,
                       symbolic_shapes)
 from .capture.random import TracedGenerator, random_capture
@@ -341,9 +341,18 @@ class CompiledFunction:
             if symbols is None:
                 results, trace, plan = self._trace(args, kwargs, leaves, treedef, sources, state)
             else:
-                with symbols[1]:
-                    results, trace, plan = self._trace(args, kwargs, leaves, treedef, sources,
-                                                       state, symbolic=symbols[0])
+                try:
+                    with symbols[1]:
+                        results, trace, plan = self._trace(args, kwargs, leaves, treedef,
+                                                           sources, state, symbolic=symbols[0])
+                except Exception as e:
+                    # (whatever went wrong with size symbols: compiled for the
+                    # sizes; nothing reached the caller's arrays or objects yet)
+                    state_mod.restore(state)
+                    err = e.error if isinstance(e, (_CompilerFailure, ProgramError)) else e
+                    raise _NotForOtherSizes(f"{type(err).__name__}: {err}") from None
+        except _NotForOtherSizes:
+            raise
         except Unsupported as e:
             state_mod.restore(state)
             if self.fullgraph:
@@ -359,8 +368,6 @@ class CompiledFunction:
             return self._rerun(args, kwargs, e.error)
         except _CompilerFailure as e:
             state_mod.restore(state)
-            if symbols is not None and isinstance(e.error, NotSymbolic):
-                raise _NotForOtherSizes(str(e.error)) from None
             return self._compile_failed(args, kwargs, e)
         except Exception as e:
             state_mod.restore(state)
@@ -714,6 +721,20 @@ class CompiledFunction:
         values = probe_sizes(env)
         if values is None:
             return f"no other sizes satisfy {list(env.relations) or 'the relations'}"
+        why = self._probe(leaves, treedef, trace, plan, symbols, programs, values)
+        if why is not None:
+            return why
+        # and far from them (a size C code read agrees with its neighbours
+        # where it is halved, or compared with a bound between them)
+        far = probe_sizes(env, far=True)
+        if far is None or far == values:
+            return None
+        return self._probe(leaves, treedef, trace, plan, symbols, programs, far)
+
+    def _probe(self, leaves, treedef, trace, plan, symbols, programs, values) -> str | None:
+        """Trace and compile at the sizes `values` (nothing runs): where the
+        result differs from the call's trace, why."""
+        shapes, env = symbols
         fleaves = fake_leaves(leaves, shapes, values)
         ftree = pytree.unflatten(treedef, fleaves)
         penv = ShapeEnv()

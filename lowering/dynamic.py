@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 from xdsl.ir import Attribute, Operation
 
-from dialects.symbols import ShapeEnv, SymDim, SymStr, evaluate
+from dialects.symbols import ShapeEnv, SymDim, SymSize, SymStr, evaluate, symbols_of
 
 # id(array) -> (weak reference, dims marked dynamic, dims marked static)
 _MARKS: dict[int, tuple[Any, set[int], set[int]]] = {}
@@ -113,10 +113,11 @@ def symbolic_shapes(env: ShapeEnv, leaves: list, dims: dict[int, tuple[bool, ...
 _SYMBOL = re.compile(r"\bs\d+\b")
 
 
-def probe_sizes(env: ShapeEnv) -> dict[str, int] | None:
+def probe_sizes(env: ShapeEnv, far: bool = False) -> dict[str, int] | None:
     """Other sizes for the symbols, satisfying every relation recorded (a
     symbol equal to another takes its size, one equal to a constant keeps
-    it), each different from its hint; None where no candidate tried does."""
+    it), each different from its hint — a few above it, or (`far`) about
+    twice it, or small; None where no candidate tried does."""
     parent = {s: s for s in env.hints}
 
     def find(s):
@@ -142,11 +143,22 @@ def probe_sizes(env: ShapeEnv) -> dict[str, int] | None:
     fixed = {find(s) for s in pinned}
     while True:
         failed: set[str] = set()
-        for base in (1, 2, 3, 8, 16, 64, 256):
+        for base in ((-1, -2, -3, -4) if far else (1, 2, 3, 8, 16, 64, 256)):
             values: dict[str, int] = {}
             for g, (root, members) in enumerate(sorted(groups.items())):
                 h = env.hints[members[0]]
-                v = h if root in fixed else h + base * (g + 1)
+                if root in fixed:
+                    v = h
+                elif base > 0:
+                    v = h + base * (g + 1)  # a few above
+                elif base == -1:
+                    v = 2 * h + 3 + 2 * g  # about twice, odd
+                elif base == -2:
+                    v = 2 * h + 2 + 2 * g  # about twice, even
+                elif base == -3:
+                    v = 2 + g  # small
+                else:
+                    v = max(2, h // 2) + g  # about half
                 for s in members:
                     values[s] = v
             if values == env.hints:
@@ -187,12 +199,23 @@ def differences(a, b, symbols: bool = True, path: str = "") -> str | None:
     differ, or None: a symbolic size or constant must be the same
     expression in both, any other value equal (`symbols` False: none may be
     symbolic at all — a value returned or written to Python state)."""
+    if isinstance(a, SymSize) or isinstance(b, SymSize):
+        a, b = getattr(a, "sym", a), getattr(b, "sym", b)
+        if not symbols:
+            return f"{path}: a size reaches the caller as a value"
     if isinstance(a, (SymDim, SymStr)) or isinstance(b, (SymDim, SymStr)):
         if not symbols:
             return f"{path}: a size reaches the caller as a value"
         if type(a) is not type(b) or a.expr != b.expr:
-            return f"{path}: {a!r} vs {b!r}"
+            return f"{path}: {a.expr if hasattr(a, 'expr') else a} vs "\
+                   f"{b.expr if hasattr(b, 'expr') else b}"
         return None
+    if isinstance(a, (set, frozenset)) and type(a) is type(b):
+        if symbols_of(list(a)) or symbols_of(list(b)) or any(isinstance(e, SymSize) for e in a):
+            return f"{path}: a size reaches the caller as a value"
+        return None if a == b else f"{path}: sets differ"
+    if type(a) is slice and type(b) is slice:
+        return differences((a.start, a.stop, a.step), (b.start, b.stop, b.step), symbols, path)
     if isinstance(a, (bool, int, float, str, bytes, type(None), np.generic, np.dtype, type)):
         if type(a) is not type(b) or not (a == b or (a != a and b != b)):
             return f"{path}: {a!r} vs {b!r}"
@@ -294,13 +317,17 @@ def _op_differences(a: Operation, b: Operation, symbols: bool, path: str,
 def plain_sizes(obj):
     """obj with every symbolic size replaced by its value (a size returned
     or written to Python state reaches the caller as the int it is)."""
+    if isinstance(obj, SymSize):
+        return int.__int__(obj.sym)
     if isinstance(obj, SymDim):
         return int.__int__(obj)
     if isinstance(obj, SymStr):
         return str.__str__(obj)
-    if type(obj) in (tuple, list):
+    if type(obj) in (tuple, list, set, frozenset):
         new = [plain_sizes(e) for e in obj]
         return obj if all(x is y for x, y in zip(new, obj)) else type(obj)(new)
+    if type(obj) is slice:
+        return slice(plain_sizes(obj.start), plain_sizes(obj.stop), plain_sizes(obj.step))
     if type(obj) is dict:
         return {k: plain_sizes(v) for k, v in obj.items()}
     if is_dataclass(obj) and not isinstance(obj, type) and not isinstance(obj, Attribute):

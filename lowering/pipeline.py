@@ -41,6 +41,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from dialects.context import context
+from dialects.symbols import active as symbols_active
 from passes.canonicalize import ArrayCanonicalize
 from passes.decompose import Decompose
 from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
@@ -221,9 +222,21 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
                            tuple(layouts or ()), tuple(partition))
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
+    env = symbols_active()
+    if prog is not None and env is not None:
+        # the decisions its compile took on size symbols are this compile's
+        # too (`dialects.symbols`: a symbolic key names the same symbols)
+        for rel in getattr(prog, "relations", ()):
+            env.record(rel)
     if prog is None:
         t0 = time.perf_counter()
+        before = set(env.relations) if env is not None else set()
         prog = _compile(module, backend, list(layouts or ()), partition, cache_key)
+        if env is not None:
+            try:
+                prog.relations = [r for r in env.relations if r not in before]
+            except AttributeError:  # (a program that keeps no attributes: not shared)
+                return prog
         logger("perf").debug("compile (%s): %.2f ms", backend, (time.perf_counter() - t0) * 1e3)
         with _PROGRAMS_LOCK:
             first = _PROGRAMS.get(cache_key)

@@ -146,9 +146,9 @@ def test_dynamic_argument_is_checked():
         lowering.compile(np.sin, dynamic="yes")
 
 
-def test_a_loop_over_a_size_is_compiled_for_its_sizes_only(caplog):
-    # `range` reads the size in C: the probe at other sizes unrolls another
-    # number of iterations, so the entry keeps its exact sizes
+def test_a_loop_over_a_size_is_compiled_for_its_sizes_only():
+    # `range(n)` takes an int: the program is for that many iterations (the
+    # guards say so), the other dim stays symbolic
     def rows(x):
         out = np.empty_like(x)
         for i in range(x.shape[0]):
@@ -156,12 +156,64 @@ def test_a_loop_over_a_size_is_compiled_for_its_sizes_only(caplog):
         return out
 
     f = lowering.compile(rows, dynamic=True)
-    with caplog.at_level(logging.INFO, logger="lowering.recompiles"):
-        assert_matches_numpy(rows, np.ones((3, 4)), compiled=f)
-    assert "compiled for these sizes only" in "\n".join(r.getMessage() for r in caplog.records)
-    assert f.entries[0].guards.describe()[0] == "x: ndarray float64[3, 4] C-contiguous writeable"
+    assert_matches_numpy(rows, np.ones((3, 4)), compiled=f)
+    guards = f.entries[0].guards.describe()
+    assert guards[0] == "x: ndarray float64[s0, s1] C-contiguous writeable"
+    assert any(g.startswith("s0 == 3") for g in guards), guards
+    assert_matches_numpy(rows, np.ones((3, 9)), compiled=f)
+    assert f.stats["compiles"] == 1
     assert_matches_numpy(rows, np.ones((5, 4)), compiled=f)  # another entry, right answer
     assert f.stats["compiles"] == 2
+
+
+@pytest.mark.parametrize("case", ["len", "range", "float", "hash", "set", "ne", "log2", "str"])
+def test_python_on_a_size_specializes_or_records(case):
+    """What Python does with a size in the user's code either keeps it
+    symbolic with the relation it relied on, or specializes the program to
+    it: never the traced size's answer at another size."""
+    import math
+
+    fns = {
+        "len": lambda x: x * 2 if len(x) > 100 else x * 3,
+        "range": lambda x: sum(x[i] for i in range(x.shape[0] // 2)),
+        "float": lambda x: x * 2 if x.shape[0] > 100.0 else x * 3,
+        "hash": lambda x: x * {2: 1.0, 3: 10.0, 4: 100.0}.get(x.shape[0], -1.0),
+        "set": lambda x: x * 2 if x.shape[0] in {2, 4, 8} else x * 3,
+        "ne": lambda x: x * 2 if x.shape[0] == x.shape[1] else x * 3,
+        "log2": lambda x: x[: int(math.log2(x.shape[0]))] * 1,
+        "str": lambda x: x * float(len(str(x.shape[0]))),
+    }
+    fn = fns[case]
+    for dynamic in (True, None):
+        f = lowering.compile(fn, dynamic=dynamic)
+        for n in (200, 300, 4, 3, 8, 9, 16, 50, 101):
+            assert_matches_numpy(fn, np.arange(float(n * n)).reshape(n, n) % 7, compiled=f)
+
+
+def test_a_slice_by_a_size_is_symbolic():
+    f = lowering.compile(lambda x: x[: x.shape[0] // 2] + x[::2][: x.shape[0] // 2], dynamic=True)
+    for n in (8, 100, 7, 2, 3, 64):
+        assert_matches_numpy(lambda x: x[: x.shape[0] // 2] + x[::2][: x.shape[0] // 2],
+                             np.arange(float(n)), compiled=f)
+
+
+def test_a_size_in_a_set_or_slice_comes_back_an_int():
+    f = lowering.compile(lambda x: ({x.shape[0]}, slice(0, x.shape[0]), x + 1), dynamic=True)
+    s, sl, _ = f(np.ones(5))
+    assert s == {5} and type(next(iter(s))) is int
+    assert sl == slice(0, 5) and type(sl.stop) is int
+    s, sl, _ = f(np.ones(6))
+    assert s == {6} and sl == slice(0, 6)
+
+
+def test_a_size_as_a_scalar_operand_stays_symbolic():
+    def norm(x):
+        return x / x.shape[0] + np.zeros((x.shape[0], 1)) + np.where(x > 2, x.shape[1], x)
+
+    f = lowering.compile(norm, dynamic=True)
+    for n in (4, 5, 6, 7):
+        assert_matches_numpy(norm, np.arange(n * 3.0).reshape(n, 3), compiled=f)
+    assert f.stats["compiles"] == 1 and f.stats["eager_fallbacks"] == 0
 
 
 def test_a_size_returned_as_a_value_is_not_generalized():

@@ -48,6 +48,7 @@ from .. import pytree
 from . import registry
 from dialects.dtypes import supported
 from .tracer import _INTERNAL, _USER_FILES, MUTATING
+from dialects.symbols import SymDim, to_internal
 
 _CONVERSIONS = ("asarray", "array", "asanyarray", "ascontiguousarray")
 _FILLS = ("zeros", "empty", "ones", "full", "zeros_like", "ones_like", "empty_like", "full_like")
@@ -74,10 +75,11 @@ _LIBRARY = tuple(sorted({p + ("" if p.endswith(("/", "\\")) else "/") for p in (
 _user_files: dict[str, bool] = {}
 
 
-def _called_from_user() -> bool:
-    """The wrapper's caller is the user's program, not numpy, this package, the
-    standard library or an installed library (those get real arrays)."""
-    name = sys._getframe(2).f_code.co_filename
+def called_from_user(depth: int = 2) -> bool:
+    """The wrapper's (the property's) caller is the user's program, not
+    numpy, this package, the standard library or an installed library (those
+    get real arrays, and a shape's sizes as ints)."""
+    name = sys._getframe(depth).f_code.co_filename
     user = _user_files.get(name)
     if user is None:
         user = name in _USER_FILES or not (name.startswith(_LIBRARY) or name.startswith("<frozen")
@@ -142,12 +144,22 @@ def lift_constant(tr, arr: Any) -> Any:
     return arr
 
 
-def _fill_constant(tr, proto: np.ndarray, value):
-    """`proto`'s shape, dtype and layout, every element `value` (a scalar of
-    proto's dtype, converted the way numpy converted it)."""
+def _fill_constant(tr, proto: np.ndarray, value, shape=None):
+    """`proto`'s shape (or `shape`, symbolic sizes of it), dtype and layout,
+    every element `value` (a scalar of proto's dtype, converted the way numpy
+    converted it)."""
     p = tr.prims
     c = p.constant(value, proto.dtype)
-    return _new(tr, p.broadcast(c, proto.shape) if proto.shape else c, proto)
+    if shape is None:
+        return _new(tr, p.broadcast(c, proto.shape) if proto.shape else c, proto)
+    t = tr.wrap(p.broadcast(c, shape))
+    if proto.ndim and proto.size:
+        from .tracer import c_strides
+
+        f_order = proto.flags.f_contiguous and not proto.flags.c_contiguous
+        t._st.strides = (c_strides(shape[::-1], proto.itemsize)[::-1] if f_order
+                         else c_strides(shape, proto.itemsize))
+    return t
 
 
 def _scalar_of(fill_value, dtype: np.dtype):
@@ -180,13 +192,28 @@ def _make_fill(name: str) -> Callable:
                         args[1] = _ORIGINAL["asarray"](fill).dtype
                 elif kwargs.get("dtype") is None:
                     kwargs["dtype"] = _ORIGINAL["asarray"](fill).dtype
+        # a shape of symbolic sizes: numpy's prototype is made for their values,
+        # the traced array keeps the sizes
+        sym = None
+        if not like:
+            given = args[0] if args else kwargs.get("shape")
+            dims = given if isinstance(given, (tuple, list)) else (given,)
+            if any(isinstance(d, SymDim) for d in dims):
+                sym = tuple(dims)
+                plain = tuple(int.__int__(d) if isinstance(d, SymDim) else d for d in dims)
+                if args:
+                    args[0] = plain
+                else:
+                    kwargs["shape"] = plain
         proto = proto_fn(*args, **kwargs)
         if type(proto) is not np.ndarray or not supported(proto.dtype):
             return None
         if np.ndim(fill) != 0:  # an array fill value: numpy broadcasts it in
+            if sym is not None:
+                return None  # (numpy's own, specialized: an array fill of symbolic shape)
             np.copyto(proto, fill, casting="unsafe")
             return _new(tr, tr.prims.dense(proto), proto)
-        return _fill_constant(tr, proto, _scalar_of(fill, proto.dtype))
+        return _fill_constant(tr, proto, _scalar_of(fill, proto.dtype), sym)
 
     return build
 
@@ -222,6 +249,7 @@ def _wrapper(name: str, build: Callable) -> Callable:
     original = _ORIGINAL[name]
 
     def make(*args, **kwargs):
+        args, kwargs = to_internal(args), to_internal(kwargs)
         t = _tracer_among(args, kwargs)
         if t is not None:
             if original not in registry.FUNCTIONS:
@@ -230,7 +258,7 @@ def _wrapper(name: str, build: Callable) -> Callable:
                 kwargs = {k: v for k, v in kwargs.items() if k != "like"}
             return registry.call_function(t, original, args, kwargs)
         tr = current_tracer()
-        if tr is None or not _called_from_user():
+        if tr is None or not called_from_user():
             return original(*args, **kwargs)
         like = kwargs.get("like")
         if like is not None and type(like) is not np.ndarray:

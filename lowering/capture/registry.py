@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from dialects.symbols import to_internal, to_user
+
 from .tracer import Unsupported
 
 FUNCTIONS: dict[Callable, Callable] = {}
@@ -56,8 +58,8 @@ def call_function(tracer, func: Callable, args: tuple, kwargs: dict) -> Any:
     if impl is None:
         return tracer.eager_call(f"np.{getattr(func, '__name__', func)} has no capture rule",
                                  func, args, kwargs)
-    try:
-        return impl(tracer, *args, **kwargs)
+    try:  # (the user's SymSizes in, the compiler's sizes out as SymSizes)
+        return to_user(impl(tracer, *to_internal(args), **to_internal(kwargs)))
     except Unsupported as e:
         return tracer.eager_call(f"np.{func.__name__}: {e}", func, args, kwargs)
 
@@ -75,7 +77,7 @@ def call_ufunc(tracer, ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict
         return tracer.eager_call(f"np.{ufunc.__name__}.{method} has no capture rule",
                                  fn, inputs, kwargs)
     try:
-        return impl(tracer, ufunc, *inputs, **kwargs)
+        return to_user(impl(tracer, ufunc, *to_internal(inputs), **to_internal(kwargs)))
     except Unsupported as e:
         return tracer.eager_call(f"np.{ufunc.__name__}: {e}", fn, inputs, kwargs)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 from xdsl.ir import SSAValue
-from dialects.symbols import prod_dims
+from dialects.symbols import SymDim, SymSize, prod_dims, specialized, to_internal, to_user
 
 from . import conversions, registry
 from .tracer import Unsupported, c_strides
@@ -109,7 +109,11 @@ class TracedArray:
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._shape
+        shape = self._shape
+        # the user's code sees a symbolic size as a SymSize (dialects.symbols)
+        if shape and any(type(d) is SymDim for d in shape) and conversions.called_from_user():
+            return to_user(shape)
+        return shape
 
     @shape.setter
     def shape(self, new):
@@ -207,7 +211,8 @@ class TracedArray:
 
     @property
     def size(self) -> int:
-        return prod_dims(self.shape)
+        n = prod_dims(self._shape if self._shape is not None else self.shape)
+        return SymSize(n) if type(n) is SymDim and conversions.called_from_user() else n
 
     @property
     def itemsize(self) -> int:
@@ -291,6 +296,8 @@ class TracedArray:
 
     @property
     def strides(self) -> tuple[int, ...]:
+        for d in self.shape:  # (strides follow from sizes: the program is for them)
+            specialized(d)
         return self._layout(".strides", lambda a: a.strides)
 
     @strides.setter
@@ -415,12 +422,12 @@ class TracedArray:
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of unsized object")
-        return self.shape[0]
+        return specialized(self.shape[0])  # (len() takes an int: the program is for it)
 
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d array")
-        for i in range(self.shape[0]):
+        for i in range(specialized(self.shape[0])):
             yield self[i]
 
     def __contains__(self, value) -> bool:
@@ -500,6 +507,7 @@ class TracedArray:
     def __getitem__(self, key):
         from .rules import indexing
 
+        key = to_internal(key)
         try:
             return indexing.getitem(self, key)
         except Unsupported as e:
@@ -508,6 +516,7 @@ class TracedArray:
     def __setitem__(self, key, value):
         from .rules import indexing
 
+        key = to_internal(key)
         try:
             indexing.setitem(self, key, value)
         except Unsupported as e:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from dialects.symbols import broadcast_shapes
+from dialects.symbols import SymDim, broadcast_shapes
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
@@ -338,12 +338,14 @@ class Tracer:
                 raise Unsupported(f"scalar of dtype {x.dtype} is not supported")
             return self.wrap(self.prims.constant(x, x.dtype), scalar=True)
         if isinstance(x, (bool, int, float)):
-            dt = np.result_type(x) if not isinstance(x, bool) else np.dtype(np.bool_)
+            dt = (np.dtype(np.bool_) if isinstance(x, bool)
+                  else np.result_type(int.__int__(x) if isinstance(x, SymDim) else x))
             try:
                 v = self.prims.constant(x, dt)
             except OverflowError:
                 v = self.prims.constant(x, np.dtype(np.float64))
-            return self.wrap(v, weak=type(x), scalar=True)
+            # (a size's value is a Python int)
+            return self.wrap(v, weak=int if isinstance(x, SymDim) else type(x), scalar=True)
         if isinstance(x, np.generic):
             if not supported(x.dtype):
                 raise Unsupported(f"scalar of dtype {x.dtype} is not supported")

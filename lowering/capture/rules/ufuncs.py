@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from dialects.symbols import broadcast_shapes
+from dialects.symbols import SymDim, broadcast_shapes
 
 from dialects import ufuncs as U
 
@@ -30,6 +30,8 @@ def _operand_kind(x):
     if isinstance(x, TracedArray):
         k = x._dtype_operand()
         return np.dtype(np.bool_) if k is bool else k
+    if isinstance(x, SymDim):  # a size: a Python int
+        return int
     # numpy scalars first: np.float64 subclasses float but is strong under NEP 50
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
@@ -49,6 +51,8 @@ def _stand_in(x):
         return x._weak(0) if x._weak is not None else np.empty(0, x.dtype)
     if isinstance(x, (np.ndarray, np.generic)):
         return np.empty(0, x.dtype)
+    if isinstance(x, SymDim):  # a size: its value (a plain int of it, unrecorded)
+        return int.__int__(x)
     if isinstance(x, (bool, int, float)):
         return x
     return np.empty(0, np.asarray(x).dtype)
@@ -96,6 +100,10 @@ def operand_value(tr, x, dtype: np.dtype):
         return p.cast(x._v(), dtype)
     if isinstance(x, np.generic):
         return p.cast(tr.lift(x)._v(), dtype)
+    if isinstance(x, SymDim):  # a size's value (each call's): its constant carries it
+        if dtype.kind in "iu" and not -(1 << 62) < int.__int__(x) < (1 << 62):
+            return p.constant(np.asarray(int(x), dtype=dtype)[()], dtype)
+        return p.constant(x, dtype)
     if isinstance(x, (bool, int, float)):
         return p.constant(np.asarray(x, dtype=dtype)[()], dtype)
     return p.cast(tr.lift(x)._v(), dtype)
@@ -111,7 +119,8 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     for d in loop:
         if d.kind in "cOSUVMm":
             raise Unsupported(f"{d} operands")
-    shapes = [np.shape(x) if not isinstance(x, TracedArray) else x.shape for x in inputs]
+    shapes = [x.shape if isinstance(x, TracedArray) else () if isinstance(x, SymDim)
+              else np.shape(x) for x in inputs]
     shape = broadcast_shapes(*shapes)
     p = tr.prims
     big = [x for x, d in zip(inputs, in_dt) if type(x) is int and not _fits(x, d)]
