@@ -175,6 +175,8 @@ class CompiledFunction:
         # automatic dynamic: per leaf, the dims whose size changed between calls
         self._auto_dims: dict[int, set[int]] = {}
         self._symbols: tuple | None = None  # (shapes, env) of the entry being made
+        # the last compile with size symbols: "" kept for many sizes, else why not
+        self.last_sizes: str | None = None
         self.entries: list[Entry] = []
         self.stats = Stats()
         self._warned = False
@@ -326,7 +328,9 @@ class CompiledFunction:
         except _NotForOtherSizes as e:
             logger("recompiles").info("%s: compiled for these sizes only (not for other sizes: "
                                       "%s)", self.__qualname__, e)
-            return self._compile_and_run_with(args, kwargs, leaves, treedef, None)
+            r = self._compile_and_run_with(args, kwargs, leaves, treedef, None)
+            self.last_sizes = str(e)
+            return r
 
     def _compile_and_run_with(self, args, kwargs, leaves, treedef, symbols):
         tree = (args, kwargs)
@@ -378,6 +382,7 @@ class CompiledFunction:
         self.last_trace = trace
         if symbols is not None:
             why = self._check_symbolic(args, kwargs, leaves, treedef, trace, plan, symbols)
+            self.last_sizes = why or ""
             if why is not None:
                 logger("recompiles").info("%s: compiled for these sizes only (not for other "
                                           "sizes: %s)", self.__qualname__, why)
@@ -784,7 +789,8 @@ def _relation_checks(symbols, names) -> list[Check]:
     """The relations recorded while compiling with size symbols, as checks
     on the arguments' dims where the symbols were bound."""
     shapes, env = symbols
-    bindings = tuple((d.expr, "L", i, k) for i, shape in shapes.items()
+    bindings = tuple((d.expr, "L", i, k, f"{names[i] if i < len(names) else f'arg{i}'}.shape[{k}]")
+                     for i, shape in shapes.items()
                      for k, d in enumerate(shape) if isinstance(d, SymDim))
     return [RelationCheck("L", bindings[0][2], "sizes", rel, bindings)
             for rel in env.relations]

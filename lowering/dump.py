@@ -346,9 +346,12 @@ def print_header(d: Dump, stage: str, out: TextIO) -> None:
     if r.guards:
         out.write("// guards:\n")
         out.writelines(f"//   {g}\n" for g in r.guards)
-        if any("[s" in g or ", s" in g for g in r.guards):
-            out.write("// size symbols s0, s1, ...: one program for every size the relations "
-                      "above admit;\n// the IR below prints the sizes it was traced with\n")
+    if r.sizes == "":
+        out.write("// sizes: symbolic (s0, s1, ...): one program for every size the guards "
+                  "admit;\n// the IR prints the sizes it was traced with (the kernel level: "
+                  "the parameters\n// and dynamic extents that take each call's)\n")
+    elif r.sizes is not None:
+        out.write(f"// sizes: as traced (not for other sizes: {r.sizes})\n")
     if r.graph_count == 0:
         out.write("// no graph was captured: the function ran eagerly\n")
 
@@ -383,6 +386,13 @@ def print_lower_stages(d: Dump, out: TextIO, which: Sequence[str]) -> None:
     for i, module in enumerate(d.modules):
         n = len(next(iter(module.ops)).body.blocks[0].args)  # type: ignore[attr-defined]
         texts: dict[str, str] = {}
+        levels = d.report.kernel_levels
+        if levels and i < len(levels) and levels[i] and set(which) == {"kernel"}:
+            # a program for many sizes: its kernel level as compiled
+            out.write(f"// -----// kernel level{f' graph {i}' if len(d.modules) > 1 else ''} "
+                      f"(for many sizes) //----- //\n")
+            out.write(levels[i].rstrip("\n") + "\n")
+            continue
 
         def keep(p, m, dt: float) -> None:
             if p.name in LEVEL_AFTER:

@@ -25,6 +25,12 @@ class ExplainOutput:
     # distinct kernel bodies those kernels run (iterations of an unrolled loop
     # that differ only in constants share one)
     kernel_bodies: int = 0
+    # with size symbols: "" where the entry serves every size its relations
+    # admit, else why it keeps the traced sizes; None where none were tried
+    sizes: str | None = None
+    # per graph, the kernel level of a program for many sizes (as compiled:
+    # its kernel parameters and dynamic extents), or ""
+    kernel_levels: list[str] = field(repr=False, default_factory=list)
 
     @property
     def saved_bytes(self) -> int:
@@ -71,6 +77,10 @@ class ExplainOutput:
                     lines.append(f"  graph {i} fusion refused: {r}")
         for p in self.partitions:
             lines.append(p.describe())
+        if self.sizes == "":
+            lines.append("Sizes: symbolic (one program for every size the guards admit)")
+        elif self.sizes is not None:
+            lines.append(f"Sizes: as traced (not for other sizes: {self.sizes})")
         lines.append("Guards:")
         lines.extend(f"  {g}" for g in self.guards)
         return "\n".join(lines)
@@ -115,8 +125,9 @@ def explain(fn, dynamic=None):
             else:  # the numpy backend: each op is one numpy call
                 kernels.append([(f"numpy {getattr(s[0], 'op_name', 'op')}", []) for s in prog.steps])
                 refused.append([])
+        levels = [str(getattr(p, "kernel_module", "") or "") for p in progs]
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
                              entry.guards.describe(), ops, graphs, kernels, refused, partitions,
-                             sum(p.kernel_bodies for p in progs))
+                             sum(p.kernel_bodies for p in progs), probe.last_sizes, levels)
 
     return run

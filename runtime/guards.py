@@ -257,10 +257,10 @@ class RelationCheck(Check):
     `index` and `where` name the first value it reads."""
 
     relation: str
-    bindings: tuple  # ((symbol, where, index, dim), ...)
+    bindings: tuple  # ((symbol, where, index, dim, label), ...)
 
     def _sources(self) -> dict[str, str]:
-        return {s: f"{path_source(w, (('i', i),))}.shape[{d}]" for s, w, i, d in self.bindings}
+        return {s: f"{path_source(w, (('i', i),))}.shape[{d}]" for s, w, i, d, _ in self.bindings}
 
     def conditions(self) -> list[Condition]:
         src = self._sources()
@@ -272,7 +272,7 @@ class RelationCheck(Check):
 
     def failure(self, leaves: list, globals_: list) -> str | None:
         values = {}
-        for s, w, i, d in self.bindings:
+        for s, w, i, d, _ in self.bindings:
             src = leaves if w == "L" else globals_
             try:
                 values[s] = src[i].shape[d]
@@ -290,15 +290,9 @@ class RelationCheck(Check):
         return f"size relation {self.relation} does not hold ({shown})"
 
     def describe(self) -> str:
-        where = ", ".join(f"{s} = {self.name_of(s)}" for s, *_ in self.bindings
+        where = ", ".join(f"{s} = {label}" for s, *_, label in self.bindings
                           if re.search(rf"\b{s}\b", self.relation))
         return f"{self.relation}  ({where})"
-
-    def name_of(self, s: str) -> str:
-        for sym, w, i, d in self.bindings:
-            if sym == s:
-                return f"{w}[{i}].shape[{d}]"
-        return s
 
 
 @dataclass(frozen=True)

@@ -312,3 +312,30 @@ def test_reductions_at_any_sizes(name, axis, keepdims, shape, dtype):
                                                   4 * max(n, 1)))
     # one entry per class of sizes seen, never one per size
     assert f.stats["compiles"] <= len(classes), (f.stats, classes)
+
+
+def test_dump_dynamic_shows_symbols_relations_and_the_kernels_parameters():
+    import io
+
+    from lowering.dump import main
+
+    out = io.StringIO()
+    assert main(["--example", "layernorm", "--args", "f32[6,40] f32[40] f32[40]", "--dynamic",
+                 "--stage", "kernel"], out) == 0
+    text = out.getvalue()
+    assert "x: ndarray float32[s0, s1] C-contiguous writeable" in text
+    assert "s1 == s2  (s1 = x.shape[1], s2 = w.shape[0])" in text
+    assert "sizes: symbolic" in text
+    assert "kernel level (for many sizes)" in text and "kernel.param" in text
+    assert "sizes(" in text  # the row's extent is the call's
+
+
+def test_explain_says_whether_the_entry_serves_other_sizes():
+    e = lowering.explain(_bias_gelu, dynamic=True)(np.ones((4, 6)), np.ones(6))
+    assert "Sizes: symbolic" in str(e)
+
+    def rows(x):
+        return np.stack([x[i] * i for i in range(x.shape[0])])
+
+    e = lowering.explain(rows, dynamic=True)(np.ones((3, 6)))
+    assert e.sizes == "" and any(g.startswith("s0 == 3") for g in e.guards)

@@ -213,6 +213,8 @@ def build(kernel_module, report, stage=B._untimed, reuse: bool = True):
     check_plan(plan, keys)
     addresses, text = B.compile_kernels(kernel_module, kernels, keys, stage, reuse)
     f = next(op for op in kernel_module.ops if isinstance(op, func.FuncOp))
-    return DynamicProgram(plan, addresses, B.merged_report(report, kernel_module), text,
+    prog = DynamicProgram(plan, addresses, B.merged_report(report, kernel_module), text,
                           [tuple(a.type.get_shape()) for a in f.body.blocks[0].args],
                           {name: keys[name][:-1] for name in keys}, stage)
+    prog.kernel_module = kernel_module  # (what `lowering.dump --dynamic` prints)
+    return prog
