@@ -1,5 +1,6 @@
-"""Compiling for many sizes: W1-W4 with `dynamic=True` at random sizes, and
-the dynamic program's speed next to the static one's.
+"""Compile once: W1-W4 with `dynamic=True` at random sizes, the dynamic
+program's speed next to the static one's, and W1's first call in a new
+process with the on-disk cache warm.
 
     python -m bench.dynamic            # writes bench/results/<host>-dynamic.{json,md}
     python -m bench.dynamic --quick    # 10 sizes, 3 samples: a smoke run
@@ -85,6 +86,59 @@ def run(n_sizes: int, repeats: int) -> dict:
     return out
 
 
+_CHILD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+import numpy as np
+import lowering
+from lowering.capture import registry
+from bench.workloads import layernorm, _rows_inputs
+x, w, b = _rows_inputs(512, 512, "wb")
+t = time.perf_counter()
+registry._load_rules()  # (the capture rules, imported on a first call)
+rules = time.perf_counter() - t
+f = lowering.compile(layernorm)
+t = time.perf_counter()
+f(x, w, b)
+first = time.perf_counter() - t
+print("BENCH_JSON " + json.dumps({{"first_call_s": first + rules, "rules_import_s": rules,
+                                   "cache": lowering.cache_info()}}))
+"""
+
+
+def warm_disk_cache(runs: int = 3) -> dict:
+    """W1 (512 x 512) compiled in one process, then its first call in new
+    processes finding the on-disk cache warm: the call's time (with the
+    capture rules' import, which a first call pays) and what LLVM compiled.
+    The children write bytecode caches as a user's Python does
+    (PYTHONDONTWRITEBYTECODE unset)."""
+    import os
+    import subprocess
+    import tempfile
+
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    out: dict = {"runs": []}
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as d:
+        env["LOWERING_CACHE_DIR"] = d
+        for i in range(runs + 1):
+            p = subprocess.run([sys.executable, "-c", _CHILD.format(root=root)], env=env,
+                               capture_output=True, text=True, timeout=600, check=False)
+            line = next((ln for ln in reversed(p.stdout.splitlines())
+                         if ln.startswith("BENCH_JSON ")), None)
+            if line is None:
+                return {"error": (p.stderr or p.stdout)[-1500:]}
+            r = json.loads(line[len("BENCH_JSON "):])
+            (out.setdefault("cold", r) if i == 0 else out["runs"].append(r))
+    warm = [r["first_call_s"] for r in out["runs"]]
+    out["warm_first_call_ms"] = min(warm) * 1e3
+    out["llvm_in_warm"] = max(r["cache"]["llvm"]["kernel_modules"] for r in out["runs"])
+    print(f"W1 512x512, warm disk cache, new process: first call {min(warm) * 1e3:.1f} ms "
+          f"(cold {out['cold']['first_call_s'] * 1e3:.0f} ms); LLVM kernel modules compiled "
+          f"when warm: {out['llvm_in_warm']}", flush=True)
+    return out
+
+
 def markdown(res: dict, meta: dict) -> str:
     lines = [f"# Dynamic sizes: W1-W4 with `dynamic=True` ({meta['host']}, {meta['date']})", "",
              f"`python -m bench.dynamic{' --quick' if meta['quick'] else ''}`; CPU: {meta['cpu']}", "",
@@ -96,6 +150,12 @@ def markdown(res: dict, meta: dict) -> str:
                      f"{r['all_sizes_s']:.2f} | {r['static_4096_ms']:.2f} | "
                      f"{r['dynamic_4096_ms']:.2f} | {r['dynamic_over_static']:.2f} | "
                      f"{'ok' if not r['problems'] else r['problems'][0]} |")
+    cache = meta.get("disk_cache", {})
+    if "warm_first_call_ms" in cache:
+        lines += ["", f"W1 512x512 in a new process with the on-disk cache warm: first call "
+                      f"{cache['warm_first_call_ms']:.1f} ms (cold: "
+                      f"{cache['cold']['first_call_s'] * 1e3:.0f} ms), LLVM kernel modules "
+                      f"compiled: {cache['llvm_in_warm']}."]
     lines += ["", "Guards of each dynamic entry:", ""]
     for key, r in res.items():
         lines.append(f"- {key}: " + "; ".join(r["guards"]))
@@ -112,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     n = a.sizes or (10 if a.quick else 50)
     res = run(n, 3 if a.quick else 10)
     meta = {"host": env.host(), "date": time.strftime("%Y-%m-%d"), "cpu": env.cpu_model(),
-            "quick": a.quick}
+            "quick": a.quick, "disk_cache": warm_disk_cache(1 if a.quick else 3)}
     stem = f"{env.host()}-dynamic" + ("-quick" if a.quick else "")
     a.out_dir.mkdir(parents=True, exist_ok=True)
     (a.out_dir / f"{stem}.json").write_text(json.dumps({"meta": meta, "results": res}, indent=1))
