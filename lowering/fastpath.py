@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -248,6 +249,7 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     if outs is None:
         return None
     bodies: dict[tuple, Callable] = {}
+    lock = threading.Lock()
 
     def make(key: tuple) -> Callable:
         body = _FastBody(prog.program_for(key))
@@ -255,10 +257,10 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
         ret = body.result(outs, plan.treedef)
         body.run_steps()
         fn = body.compile_body(ret)
-        if len(bodies) >= DYNAMIC_BODIES:
-            bodies.pop(next(iter(bodies)))
-        bodies[key] = fn
-        return fn
+        with lock:  # (calls on several threads)
+            if len(bodies) >= DYNAMIC_BODIES:
+                bodies.pop(next(iter(bodies)))
+            return bodies.setdefault(key, fn)
 
     if _FastBody(prog.program_for(first)).result(outs, plan.treedef) is None:
         return None  # (a structure of results the fast call does not build)

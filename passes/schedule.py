@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import ArrayAttr, IntegerType, MemRefType, ModuleOp, StringAttr
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
@@ -139,10 +139,11 @@ class Schedule(ModulePass):
                 row = None if row is None or n == A.DYN else row * hint(n)
             reduction = ("row-in-cache" if row is not None and row * bits // 8 * 2 <= L2_BYTES
                          else "streaming")
-        region = k.body.clone()
+        streamed = self.streamed(k)
+        region = Region()  # (the body moves: the loop-level kernel is replaced by this one)
+        k.body.move_blocks(region)
         kop = K.KernelOp(k.sym_name.data, bufs, P, vector_width=width, unroll=unroll, split=split,
                          work=work, threads=threads, reduction=reduction, body=region)
-        streamed = self.streamed(k)
         if streamed:
             kop.attributes["nontemporal"] = A.i64_array(streamed)
         for a in ("merged", "accumulate", "scatter_add"):

@@ -339,3 +339,29 @@ def test_explain_says_whether_the_entry_serves_other_sizes():
 
     e = lowering.explain(rows, dynamic=True)(np.ones((3, 6)))
     assert e.sizes == "" and any(g.startswith("s0 == 3") for g in e.guards)
+
+
+def test_many_sizes_from_many_threads():
+    import threading
+
+    f = lowering.compile(_bias_gelu, dynamic=True)
+    f(np.ones((3, 4)), np.ones(4))
+    errors: list = []
+
+    def work(seed):
+        rng = _rng(seed)
+        try:
+            for _ in range(20):
+                m, n = (int(v) for v in rng.integers(2, 40, 2))
+                x, b = rng.standard_normal((m, n)), rng.standard_normal(n)
+                np.testing.assert_allclose(f(x, b), _bias_gelu(x, b), rtol=1e-12)
+        except Exception as e:  # (reported below)
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert f.stats["compiles"] == 1

@@ -15,6 +15,7 @@ calls at sizes seen before cost what a static program's do."""
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import fields, is_dataclass, replace
 
@@ -164,6 +165,7 @@ class DynamicProgram:
         except SyntaxError as e:  # (an expression of ours that does not compile)
             raise NotSymbolic(f"a size expression does not compile: {e}") from None
         self._programs: OrderedDict[tuple, B.CpuProgram] = OrderedDict()
+        self._lock = threading.Lock()
         hints = tuple(int.__int__(arg_shapes[i][d]) for _, i, d in self.bindings)
         try:  # (the first instantiation is the emitter's memory-plan stage)
             first = self.program_for(hints, stage)
@@ -181,10 +183,11 @@ class DynamicProgram:
     def program_for(self, sizes: tuple, stage=B._untimed) -> B.CpuProgram:
         """The plan instantiated for `sizes` (the symbols' values, in
         `bindings` order): built on their first call, then kept."""
-        prog = self._programs.get(sizes)
-        if prog is not None:
-            self._programs.move_to_end(sizes)
-            return prog
+        with self._lock:
+            prog = self._programs.get(sizes)
+            if prog is not None:
+                self._programs.move_to_end(sizes)
+                return prog
         values = self._eval(*sizes) if self._eval is not None else ()
         plan = _fill(self._template, values)
         if self._symbolic_externs:
@@ -193,9 +196,10 @@ class DynamicProgram:
                 replace(st, op=concrete_op(st.op, named)) if k in self._symbolic_externs else st
                 for k, st in enumerate(plan.steps)))
         prog = B.program(plan, self.addresses, None, "", stage)
-        self._programs[sizes] = prog
-        if len(self._programs) > PROGRAMS_PER_SIZE_SET:
-            self._programs.popitem(last=False)
+        with self._lock:  # (calls on several threads: one program per set of sizes kept)
+            prog = self._programs.setdefault(sizes, prog)
+            if len(self._programs) > PROGRAMS_PER_SIZE_SET:
+                self._programs.popitem(last=False)
         return prog
 
     def __call__(self, inputs):
