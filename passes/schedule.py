@@ -27,7 +27,9 @@ The cost model, all of it:
 * an output of STREAM_BYTES or more that the kernel only writes is stored
   around the cache (discardable attribute `nontemporal`, buffer positions):
   it would not stay in the last-level cache anyway, and a normal store first
-  reads each line it writes (1.5x the memory traffic of a copy);
+  reads each line it writes (1.5x the memory traffic of a copy); an output
+  whose size is a size symbol's is marked too, with the threshold
+  (`stream_bytes`): the emitter checks it against each launch's array;
 * consecutive point-wise kernels over the same domain (parallel dims and
   map) become one launch
   (`merge_pointwise`; discardable attribute `merged`, the kernels' names):
@@ -45,7 +47,15 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import ArrayAttr, IntegerType, MemRefType, ModuleOp, StringAttr
+from xdsl.dialects.builtin import (
+    ArrayAttr,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+    StringAttr,
+    i64,
+)
 from xdsl.ir import Operation, Region, SSAValue
 from xdsl.ir.affine import AffineMap
 from xdsl.passes import ModulePass
@@ -146,6 +156,8 @@ class Schedule(ModulePass):
                          work=work, threads=threads, reduction=reduction, body=region)
         if streamed:
             kop.attributes["nontemporal"] = A.i64_array(streamed)
+            if any(isinstance(_size(bufs[j].type), SymDim) for j in streamed):
+                kop.attributes["stream_bytes"] = IntegerAttr(STREAM_BYTES, i64)
         for a in ("merged", "accumulate", "scatter_add"):
             if a in k.attributes:
                 kop.attributes[a] = k.attributes[a]
@@ -153,11 +165,16 @@ class Schedule(ModulePass):
 
     @staticmethod
     def streamed(k: L.KernelOp) -> list[int]:
-        """Positions of the buffers whose stores go around the cache."""
+        """Positions of the buffers whose stores go around the cache: the
+        written-only ones of STREAM_BYTES or more, and those whose size is a
+        size symbol's (whether a launch streams them is the emitter's check,
+        as their size is known only then; the size when compiling says
+        nothing about the next call's)."""
         loaded = {o.buffer for o in k.body.walk() if isinstance(o, L.LoadOp)}
         stored = {o.buffer for o in k.body.walk() if isinstance(o, L.StoreOp)}
         return [j for j, b in enumerate(k.buffers) if b in stored and b not in loaded
-                and hint(_size(b.type)) * _bits(b.type.element_type) // 8 >= STREAM_BYTES]
+                and (isinstance(_size(b.type), SymDim)
+                     or _size(b.type) * _bits(b.type.element_type) // 8 >= STREAM_BYTES)]
 
 
 def _chain_ops(k: L.KernelOp) -> int:

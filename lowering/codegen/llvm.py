@@ -21,12 +21,17 @@ What the emitter adds to the schedule, per kernel (each keeps the values
 bitwise those of the plain loops; tests/codegen/test_kernels.py):
 - a reduce whose costly per-element value a later map of the same row
   computes again keeps it in a stack row (`plan_row_cache`: softmax's exp);
+  for a row of a length known only at the launch, the ops from the reduce
+  through the map run in two versions, with a row of a static capacity for
+  the rows that fit it and recomputing for the others (`emit_row_versions`);
 - float max/min reductions step with vmaxps/vminps plus a NaN flag, and
   redo a row that had a NaN with the NaN-propagating step;
 - a costly pass over a row that a later pass re-reads prefetches the next
   row (the next max pass then reads from cache);
 - stores to buffers the schedule marks `nontemporal` go around the cache
-  when the map's first vector store is aligned (else ordinary stores)."""
+  when the map's first vector store is aligned (else ordinary stores) and,
+  for a buffer of a shape known only at the launch, when the launch's array
+  holds the schedule's `stream_bytes` or more."""
 
 from __future__ import annotations
 
@@ -92,6 +97,11 @@ class Emitter:
         self.array_offsets = array_offsets
         self._intrinsics: dict[tuple, ir.Function] = {}
         self._libm: dict[str, ir.Function] = {}
+        # per function, its call sites that run instead of others (the two
+        # versions of a row's ops, `KernelCodegen.emit_row_versions`): the
+        # smaller version's count, which a count of the places a function is
+        # called from may leave out
+        self.alternative_calls: dict[str, int] = {}
 
     def intrinsic(self, name: str, ty: ir.Type, nargs: int = 1) -> ir.Function:
         key = (name, str(ty), nargs)
@@ -238,6 +248,7 @@ class KernelCodegen:
                 self.vals[op.result] = self.param(scalars, op)
         nt = self.k.attributes.get("nontemporal")
         self.streamed = {self.bufs[j] for j in (A.ints(nt) if nt is not None else ())}
+        self.stream_sized = self.stream_sizes(objs)
         self.streaming = False  # inside the aligned version of a map with streamed stores
         self.row_plan = plan_row_cache(ops)
         self.prefetch_next = False  # vector loads also prefetch the next row (see emit_reduce)
@@ -265,6 +276,31 @@ class KernelCodegen:
             else:
                 self.b.fence("seq_cst")
         self.b.ret(self.b.load(self.raised))
+
+    def stream_sizes(self, objs: ir.Value) -> dict[SSAValue, ir.Value]:
+        """For the streamed buffers whose shape is known only at the launch
+        (the schedule's `stream_bytes`: their size is a size symbol's):
+        whether this launch's array holds that many bytes (i1), from the
+        array's dimensions (the field before its strides in numpy's
+        PyArrayObject: data, nd, dimensions, strides)."""
+        sb = self.k.attributes.get("stream_bytes")
+        if sb is None:
+            return {}
+        b = self.b
+        out = {}
+        for j, buf in enumerate(self.bufs):
+            t = buf.type
+            if buf not in self.streamed or A.DYN not in t.get_shape():
+                continue
+            obj = b.load(b.gep(objs, [const(I64, j)]))
+            dims = b.gep(obj, [const(I64, self.em.array_offsets[1] - 8)])
+            dp = b.load(b.bitcast(dims, I64.as_pointer().as_pointer()))
+            size = const(I64, item_bytes(mem_type(t.element_type)))
+            for d, n in enumerate(t.get_shape()):
+                extent = b.load(b.gep(dp, [const(I64, d)])) if n == A.DYN else const(I64, n)
+                size = b.mul(size, extent)
+            out[buf] = b.icmp_signed(">=", size, const(I64, sb.value.data))
+        return out
 
     def param(self, scalars: ir.Value, op: K.ParamOp) -> ir.Value:
         """Kernel parameter k: word 2 + k of the launch's scalars (after the
@@ -357,22 +393,89 @@ class KernelCodegen:
 
     def emit_kernel_ops(self, ops) -> None:
         """The kernel body at one point: independent reductions over the same
-        ranges (`reduction_groups`) share one pass, where the first is."""
+        ranges (`reduction_groups`) share one pass, where the first is; the
+        ops from a reduce whose cached row has a length known only at the
+        launch through the map that reads it run in two versions
+        (`row_versions`, `emit_row_versions`)."""
         first = {g[0]: g for g in reduction_groups(ops, self.row_plan)}
+        spans = row_versions(ops, self.row_plan)
         done: set = set()
-        for op in ops:
-            if op in done:
+        i = 0
+        while i < len(ops):
+            if i in spans:
+                stop, reds = spans[i]
+                self.emit_row_versions(ops[i:stop], reds, first, done)
+                i = stop
                 continue
-            group = first.get(op)
-            if group is None:
-                self.emit_op(op, 1)
-                continue
-            specs = [(r, [o for o in r.body.block.ops if not isinstance(o, L.YieldOp)],
-                      r.body.block.last_op.values[0]) for r in group]
-            totals, _ = self._reduce_passes(specs, self.width_for(self.extents(op)[-1]))
-            for r, t in zip(group, totals):
-                self.vals[r.result] = t
-            done.update(group)
+            self.emit_kernel_op(ops[i], first, done)
+            i += 1
+
+    def emit_kernel_op(self, op: Operation, first: dict, done: set) -> None:
+        """One op of the kernel body (`emit_kernel_ops`): a reduction group's
+        pass where its first member is, nothing for the later members (in
+        `done`)."""
+        if op in done:
+            return
+        group = first.get(op)
+        if group is None:
+            self.emit_op(op, 1)
+            return
+        specs = [(r, [o for o in r.body.block.ops if not isinstance(o, L.YieldOp)],
+                  r.body.block.last_op.values[0]) for r in group]
+        totals, _ = self._reduce_passes(specs, self.width_for(self.extents(op)[-1]))
+        for r, t in zip(group, totals):
+            self.vals[r.result] = t
+        done.update(group)
+
+    def emit_row_versions(self, span, reds, first: dict, done: set) -> None:
+        """The kernel-level ops `span` (from the first of the reduces `reds`,
+        whose cached rows have lengths known only at the launch, through the
+        last map that reads one) twice: with the rows when every extent fits
+        its row (`row_capacity`), without them (recomputing, as uncached
+        plans do) otherwise; their results meet in phis. Each version starts
+        from the state before the span (the row plan, rows and reads, the
+        groups emitted, no value of the span's ops), so that nothing cached
+        in one is seen by the other."""
+        b = self.b
+        fits = const(I1, 1)
+        for r in reds:
+            cap = row_capacity(r.body.block.last_op.values[0].type)
+            fits = b.and_(fits, b.icmp_signed("<=", self.extents(r)[0], const(I64, cap)))
+        # the values the span defines, for the ops after it: its ops' results
+        # and those of the later members of the groups it starts
+        made = list(dict.fromkeys(x for op in span if op not in done
+                                  for m in first.get(op, [op]) for x in m.results))
+        cached, plain, joined = (self.fn.append_basic_block(n)
+                                 for n in ("row.cached", "row.recomputed", "row.joined"))
+        b.cbranch(fits, cached, plain)
+        saved = (self.row_plan, self.row_rows, self.row_reads)
+        outs = []
+        calls = []  # per version, its calls of each function
+        for block, use_rows in ((cached, True), (plain, False)):
+            n0 = len(self.fn.blocks)
+            b.position_at_end(block)
+            self.row_plan = saved[0] if use_rows else {
+                r: p for r, p in saved[0].items() if r not in reds}
+            self.row_rows, self.row_reads = dict(saved[1]), dict(saved[2])
+            for x in made:
+                self.vals.pop(x, None)
+            emitted = set(done)
+            for op in span:
+                self.emit_kernel_op(op, first, emitted)
+            outs.append((b.block, [self.vals[x] for x in made]))
+            b.branch(joined)
+            calls.append(_calls_in([block, *self.fn.blocks[n0:]]))
+        self.row_plan, self.row_rows, self.row_reads = saved
+        alt = self.em.alternative_calls
+        for name in calls[0].keys() & calls[1].keys():
+            alt[name] = alt.get(name, 0) + min(calls[0][name], calls[1][name])
+        done.update(m for op in span if op not in done for m in first.get(op, [op]))
+        b.position_at_end(joined)
+        for k, x in enumerate(made):
+            phi = b.phi(outs[0][1][k].type)
+            for block, values in outs:
+                phi.add_incoming(values[k], block)
+            self.vals[x] = phi
 
     def value(self, v: SSAValue, w: int) -> ir.Value:
         x = self.vals[v]
@@ -594,8 +697,9 @@ class KernelCodegen:
     def streaming_aligned(self, op: L.MapOp, body, ranges, lo) -> ir.Value | None:
         """For a 1-D map with stores to streamed buffers: whether, for this
         call, every such store's first vector is aligned to the vector size
-        (then all are: the vector steps are contiguous). None if no store
-        qualifies."""
+        (then all are: the vector steps are contiguous) and, for a buffer of
+        a shape known only at the launch, its array is big enough to stream
+        (`stream_sizes`). None if no store qualifies."""
         w = self.width_for(ranges[0]) if len(ranges) == 1 else 1
         outside = set(op.body.block.args) | set(self.k.body.block.args)
         stores = [s for s in body if isinstance(s, L.StoreOp) and s.buffer in self.streamed
@@ -611,6 +715,8 @@ class KernelCodegen:
             first = b.gep(self.ptr[s.buffer], [self.offset(s.buffer, s.map.data.results)])
             misaligned = b.and_(b.ptrtoint(first, I64), const(I64, size - 1))
             ok = b.and_(ok, b.icmp_unsigned("==", misaligned, const(I64, 0)))
+            if s.buffer in self.stream_sized:
+                ok = b.and_(ok, self.stream_sized[s.buffer])
         return ok
 
     # ---- memory --------------------------------------------------------------
@@ -788,9 +894,10 @@ class KernelCodegen:
         if kind in ("argmax", "argmin"):
             return self.emit_argreduce(op, body, yielded, kind, ranges)
         w = self.width_for(ranges[-1]) if ranges else 1
-        if op in self.row_plan:
+        if op in self.row_plan:  # (a DYN extent: the version for rows that fit runs this)
+            n = ranges[0] if isinstance(ranges[0], int) else row_capacity(t)
             with b.goto_entry_block():
-                row = b.alloca(ir.ArrayType(llvm_type(t), ranges[0]))
+                row = b.alloca(ir.ArrayType(llvm_type(t), n))
             row.align = 64
             self.row_rows[op] = row
         if not (kind in ("max", "min") and is_float(t) and w > 1):
@@ -1016,9 +1123,10 @@ def bound(n) -> ir.Value:
     return n if isinstance(n, ir.Value) else const(I64, n)
 
 
-def same_extents(a: L.ReduceOp, b: L.ReduceOp) -> bool:
-    """Whether two reductions run over the same domain: equal static
-    extents, and the same SSA values (kernel parameters) for dynamic ones."""
+def same_extents(a: L.ReduceOp | L.MapOp, b: L.ReduceOp | L.MapOp) -> bool:
+    """Whether two reductions (or maps) run over the same domain: equal
+    static extents, and the same SSA values (kernel parameters) for dynamic
+    ones."""
     ea, eb = a.extents(), b.extents()
     return len(ea) == len(eb) and all(
         x == y if isinstance(x, int) and isinstance(y, int) else x is y for x, y in zip(ea, eb))
@@ -1102,14 +1210,21 @@ ROW_CACHE_BYTES = 64 * 1024  # a stack array per kernel call: stays in L1/L2
 _PURE = ("arith.", "math.", "loop.const", "loop.cast", "loop.ufunc", "loop.load", "affine.apply")
 
 
+def row_capacity(t) -> int:
+    """Elements of type t that a row of ROW_CACHE_BYTES holds."""
+    return ROW_CACHE_BYTES // item_bytes(mem_type(t))
+
+
 def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
     """Reduces whose yielded value a later map of the same 1-D range computes
     again (softmax: `exp(x - max)` summed, then divided by the sum): the
     reduce keeps its values in a row and the map loads them instead of
     recomputing. Only for costly values (a transcendental, a division),
-    rows of a static length up to ROW_CACHE_BYTES (the row is a stack
-    array), and when nothing in between (the map included) stores to a
-    buffer the value reads."""
+    rows up to ROW_CACHE_BYTES (the row is a stack array of a static size),
+    and when nothing in between (the map included) stores to a buffer the
+    value reads. A row of a length known only at the launch (DYN) gets a
+    row of `row_capacity` elements, which the rows that fit use
+    (`KernelCodegen.emit_row_versions`: the others recompute)."""
     plan = {}
     for i, red in enumerate(ops):
         if not isinstance(red, L.ReduceOp) or red.kind.data in ("argmax", "argmin"):
@@ -1117,15 +1232,15 @@ def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
         ranges = A.ints(red.ranges)
         y = red.body.block.last_op.values[0]
         expr = _expr_ops(y, red.body.block)
-        if (len(ranges) != 1 or ranges[0] == A.DYN or not is_float(y.type) or expr is None
+        if (len(ranges) != 1 or not is_float(y.type) or expr is None
                 or not any(U.expensive_op(o) for o in expr)):
             continue
-        if ranges[0] * item_bytes(mem_type(y.type)) > ROW_CACHE_BYTES:
+        if ranges[0] != A.DYN and ranges[0] > row_capacity(y.type):
             continue
         loaded = {o.buffer for o in expr if isinstance(o, L.LoadOp)}
         for j in range(i + 1, len(ops)):
             m = ops[j]
-            if isinstance(m, L.MapOp) and A.ints(m.ranges) == ranges:
+            if isinstance(m, L.MapOp) and same_extents(m, red):
                 args = (red.body.block.args[0], m.body.block.args[0])
                 v = next((o.results[0] for o in m.body.block.ops if len(o.results) == 1
                           and _same_value(y, o.results[0], args)), None)
@@ -1136,6 +1251,35 @@ def plan_row_cache(ops) -> dict[L.ReduceOp, tuple[L.MapOp, SSAValue]]:
                         plan[red] = (m, v)
                     break
     return plan
+
+
+def _calls_in(blocks) -> dict[str, int]:
+    """The calls in `blocks`, per callee name."""
+    out: dict[str, int] = {}
+    for block in blocks:
+        for ins in block.instructions:
+            name = getattr(getattr(ins, "callee", None), "name", None)
+            if name:
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
+def row_versions(ops, row_plan) -> dict[int, tuple[int, list[L.ReduceOp]]]:
+    """Where the kernel-level `ops` run in two versions (`emit_row_versions`):
+    from a reduce of `row_plan` whose extent is known only at the launch
+    through the map that reads its row, spans that overlap joined; start ->
+    (stop, the span's reduces)."""
+    pos = {op: i for i, op in enumerate(ops)}
+    spans = sorted((pos[r], pos[m] + 1, r) for r, (m, _) in row_plan.items()
+                   if not isinstance(r.extents()[0], int))
+    out: list[list] = []
+    for start, stop, r in spans:
+        if out and start < out[-1][1]:
+            out[-1][1] = max(out[-1][1], stop)
+            out[-1][2].append(r)
+        else:
+            out.append([start, stop, [r]])
+    return {start: (stop, reds) for start, stop, reds in out}
 
 
 def _expr_ops(v: SSAValue, block) -> list[Operation] | None:
