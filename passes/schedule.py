@@ -427,10 +427,20 @@ def _joins(run: list[L.KernelOp], k: L.KernelOp) -> bool:
 # row a later kernel reads is still in cache; runs of equal kernels then
 # share one compiled body (share-kernels)
 MERGE_ROWS_MAX_OPS = 256
+# ... and before it holds this many row passes (reductions and maps): each
+# is a loop LLVM vectorizes and unrolls, the costliest part of its work (the
+# 50-step tanh/mean chain on 256x256: 2 bodies of up to 42 passes took 0.9 s
+# of LLVM; 16 passes a body, 1.1 s -> 0.3 s), while a matmul into a few
+# columns and the kernel writing its rows (2-4 passes) stay one launch
+MERGE_ROWS_MAX_PASSES = 16
 
 
 def _ops(k: L.KernelOp) -> int:
     return sum(1 for _ in k.body.walk())
+
+
+def _passes(k: L.KernelOp) -> int:
+    return sum(1 for o in k.body.walk() if isinstance(o, (L.ReduceOp, L.MapOp)))
 
 
 def merge_rows(f: func.FuncOp) -> None:
@@ -438,21 +448,23 @@ def merge_rows(f: func.FuncOp) -> None:
     become one kernel whose body is theirs in order, at each point of the
     parallel dims: reductions of the same rows (`x.sum(-1)`, `x.max(-1)`)
     then read each row from memory once, the later passes from cache. A run
-    stops short of MERGE_ROWS_MAX_OPS ops."""
+    stops short of MERGE_ROWS_MAX_OPS ops and MERGE_ROWS_MAX_PASSES passes."""
     runs, run = [], []
-    size = 0
+    size = passes = 0
     for op in list(f.body.block.ops):
         if isinstance(op, memref.AllocOp):
             continue
         if (isinstance(op, L.KernelOp) and run and size + _ops(op) <= MERGE_ROWS_MAX_OPS
-                and _joins(run, op)):
+                and passes + _passes(op) <= MERGE_ROWS_MAX_PASSES and _joins(run, op)):
             run.append(op)
             size += _ops(op)
+            passes += _passes(op)
             continue
         runs.append(run)
         run = [op] if isinstance(op, L.KernelOp) and A.ints(op.parallel) and (
             "accumulate" not in op.attributes) else []
         size = _ops(op) if run else 0
+        passes = _passes(op) if run else 0
     runs.append(run)
     for run in runs:
         if len(run) < 2:

@@ -375,12 +375,14 @@ def test_a_math_function_called_from_many_places_is_called_not_inlined():
 
 
 def test_a_long_chain_of_row_kernels_merges_in_bounded_runs_that_share_a_body():
-    """merge_rows stops a run before MERGE_ROWS_MAX_OPS ops (LLVM's time
-    grows faster than a kernel), and the equal runs of a long chain of row
+    """merge_rows stops a run before MERGE_ROWS_MAX_OPS ops and
+    MERGE_ROWS_MAX_PASSES row passes (LLVM's time grows faster than a
+    kernel), and the equal runs of a long chain of row
     reductions share one compiled body: a 40-step chain compiles two."""
     from dialects import kernel as K
     from lowering.pipeline import lower
-    from passes.schedule import MERGE_ROWS_MAX_OPS
+    from dialects import loop as L
+    from passes.schedule import MERGE_ROWS_MAX_OPS, MERGE_ROWS_MAX_PASSES
     from tests.passes.test_levels_interpreted import graph_inputs
 
     def chain(x):
@@ -393,6 +395,8 @@ def test_a_long_chain_of_row_kernels_merges_in_bounded_runs_that_share_a_body():
     kernels = [o for o in lower(module, "cpu", ["C"])[0].walk() if isinstance(o, K.KernelOp)]
     assert len(kernels) > 1
     assert all(sum(1 for _ in k.body.walk()) <= MERGE_ROWS_MAX_OPS for k in kernels)
+    assert all(sum(1 for o in k.body.walk() if isinstance(o, (L.ReduceOp, L.MapOp)))
+               <= MERGE_ROWS_MAX_PASSES for k in kernels)
     f = lowering.compile(chain)
     assert_same_value(f(x), chain(x))
     assert f.stats["kernel_bodies"] <= 2 and f.stats["eager_fallbacks"] == 0
