@@ -733,9 +733,6 @@ class SymSize:
     def bit_length(self): return self._value().bit_length()
     def __reduce__(self): return (int, (int.__int__(self.sym),))
 
-    def __array__(self, dtype=None, copy=None):  # numpy on a size: np.sqrt(n)
-        return np.asarray(self._value(), dtype=dtype)
-
     @property
     def real(self): return self
 

@@ -365,3 +365,50 @@ def test_many_sizes_from_many_threads():
         t.join()
     assert not errors, errors
     assert f.stats["compiles"] == 1
+
+
+def test_numpy_scalar_times_a_size_keeps_numpys_dtype():
+    def sc(x):
+        n = x.shape[0]
+        return x * (np.float32(2) * n), x - np.float32(1) * x.shape[0]
+
+    f = lowering.compile(sc, dynamic=True)
+    for n in (5, 8, 3):
+        assert_matches_numpy(sc, np.ones(n, np.float32), compiled=f)
+
+
+def test_a_size_too_big_for_a_narrow_int_raises_as_numpy():
+    def i8(x):
+        return x * x.shape[1]
+
+    f = lowering.compile(i8, dynamic=True)
+    for n in (5, 7, 1000):
+        assert_matches_numpy(i8, np.ones((3, n), np.int8), compiled=f)
+
+
+def test_many_size_sets_from_many_threads():
+    """More size sets than a program keeps, from several threads."""
+    import threading
+
+    def g(x, y):
+        return (x @ y).sum(1)
+
+    f = lowering.compile(g, dynamic=True)
+    rng0 = _rng(9)
+    sizes = [tuple(int(v) for v in rng0.integers(2, 40, 2)) for _ in range(60)]
+    errors: list = []
+
+    def work(i):
+        rng = _rng(i)
+        for _ in range(60):
+            n, m = sizes[int(rng.integers(0, len(sizes)))]
+            x, y = rng.standard_normal((n, m)), rng.standard_normal((m, n))
+            if not np.allclose(f(x, y), g(x, y), rtol=1e-9):
+                errors.append((n, m))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

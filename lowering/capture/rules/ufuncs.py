@@ -101,7 +101,8 @@ def operand_value(tr, x, dtype: np.dtype):
     if isinstance(x, np.generic):
         return p.cast(tr.lift(x)._v(), dtype)
     if isinstance(x, SymDim):  # a size's value (each call's): its constant carries it
-        if dtype.kind in "iu" and not -(1 << 62) < int.__int__(x) < (1 << 62):
+        if dtype.kind in "iu" and (dtype.itemsize < 8 or not -(1 << 62) < int.__int__(x) < (1 << 62)):
+            # (a narrow integer: numpy's range check on the value, specialized)
             return p.constant(np.asarray(int(x), dtype=dtype)[()], dtype)
         return p.constant(x, dtype)
     if isinstance(x, (bool, int, float)):
