@@ -104,7 +104,11 @@ class _FastBody:
         self.ns: dict[str, Any] = {
             "MISS": MISS, "np": np, "asarray": np.asarray, "f64": np.float64,
             "lock": prog._lock, "launch": cpu.launch, "pool_empty": POOL.empty,
-            "empty": np.empty, "check": errors.check, "collector": prog.collector}
+            "empty": np.empty, "check": errors.check, "collector": prog.collector,
+            # the program stays alive with its fast call: the source names the
+            # address of its launch scalars (a program for one set of sizes of
+            # a dynamic entry can be dropped from the entry's cache meanwhile)
+            "program": prog}
         self.lines: list[str] = []
         # the IEEE exceptions raised (MXCSR bits): assigned, then or-ed
         self.fl = "fl ="

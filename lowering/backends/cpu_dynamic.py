@@ -166,7 +166,6 @@ class DynamicProgram:
             raise NotSymbolic(f"a size expression does not compile: {e}") from None
         self._programs: OrderedDict[tuple, B.CpuProgram] = OrderedDict()
         self._lock = threading.Lock()
-        self._calls = threading.Lock()
         hints = tuple(int.__int__(arg_shapes[i][d]) for _, i, d in self.bindings)
         try:  # (the first instantiation is the emitter's memory-plan stage)
             first = self.program_for(hints, stage)
@@ -197,9 +196,6 @@ class DynamicProgram:
                 replace(st, op=concrete_op(st.op, named)) if k in self._symbolic_externs else st
                 for k, st in enumerate(plan.steps)))
         prog = B.program(plan, self.addresses, None, "", stage)
-        # one call at a time across the programs of every size set (they
-        # share the entry: calls on several threads at many sizes raced)
-        prog._lock = self._calls
         with self._lock:  # (calls on several threads: one program per set of sizes kept)
             prog = self._programs.setdefault(sizes, prog)
             if len(self._programs) > PROGRAMS_PER_SIZE_SET:
