@@ -19,7 +19,7 @@ for the hint and records that the size equals it (text, `str` and format,
 is the hint's: the IR prints the sizes seen when compiling): the program is
 specialized to that size, never wrong for another. What Python's C code
 does with an int (numpy on a shape, `range`) cannot be seen from here; the
-compiler therefore compiles a symbolic program a second time at other
+compiler therefore compiles a symbolic program twice more at other
 sizes and keeps it only where both agree (see `lowering/dynamic.py`).
 
 A `SymDim` hashes apart from the plain int of its value (it still compares
@@ -74,14 +74,8 @@ def active() -> ShapeEnv | None:
 def _record(relation: str) -> None:
     env = active()
     if env is not None:
-        if _TRACE_RELATIONS and relation not in env.relations:
-            import traceback
-            traceback.print_stack(limit=12)
-            print("recorded:", relation)
         env.record(relation)
 
-
-_TRACE_RELATIONS = bool(__import__("os").environ.get("LOWERING_TRACE_RELATIONS"))
 
 
 def expr_of(x) -> str:
@@ -413,35 +407,6 @@ def constant_text(value, text: str, kind: str) -> str:
     return SymStr(text, f"float({value.expr})" if kind == "f" else value.expr)
 
 
-def symbols_in(x) -> bool:
-    """Does a value, a tuple, or an xDSL type or attribute hold a symbolic size?"""
-    if isinstance(x, (SymDim, SymStr)):
-        return True
-    if isinstance(x, (tuple, list)):
-        return any(symbols_in(e) for e in x)
-    shape = getattr(x, "get_shape", None)
-    if shape is not None:
-        try:
-            return any(isinstance(d, SymDim) for d in shape())
-        except Exception:
-            return False
-    return False
-
-
-def sym_key(x):
-    """What sets a symbolic value apart from the plain one of equal value
-    (for keys built with ==): the expressions in it, or None."""
-    if isinstance(x, (SymDim, SymStr)):
-        return x.expr
-    shape = getattr(x, "get_shape", None)
-    if shape is not None:
-        try:
-            dims = shape()
-        except Exception:
-            return None
-        if any(isinstance(d, SymDim) for d in dims):
-            return tuple(d.expr if isinstance(d, SymDim) else None for d in dims)
-    return None
 
 
 def parallel_threads(touched, work, threads: int, threshold: int):

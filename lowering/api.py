@@ -714,7 +714,7 @@ class CompiledFunction:
     def _check_symbolic(self, args, kwargs, leaves, treedef, trace, plan, symbols) -> str | None:
         """None where the program traced with size symbols serves every size
         its relations admit, else why not (`lowering/dynamic.py`): traced and
-        compiled once more at other sizes (nothing runs), the two must agree."""
+        compiled twice more at other sizes (nothing runs), all must agree."""
         shapes, env = symbols
         programs = list(self.programs_run)
         if trace.breaks:

@@ -14,7 +14,7 @@ sizes.
 The check (`probe_sizes`, `differences`): the compiler records every
 decision it takes on a symbolic size as a relation (`dialects.symbols`),
 but what C code does with an int (numpy on a shape, `range`) it cannot see.
-So a function traced with symbols is traced and compiled a second time,
+So a function traced with symbols is traced and compiled twice more (near its sizes, then far),
 with other sizes that satisfy the recorded relations (the probe; nothing
 runs), and the two must agree: the same captured graph, relations, plan and
 kernels, where every number is the same expression or the same constant. A
