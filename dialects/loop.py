@@ -16,6 +16,7 @@ externs (`loop.extern`: BLAS matmul and numpy routines not yet generated)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     AffineMapAttr,
@@ -313,7 +314,10 @@ class ExternOp(IRDLOperation):
     "numpy:<tensor op>" for a tensor-level op run by numpy), reading the first
     `num_inputs` buffers and writing the rest. A numpy routine `computes` its
     tensor-level op: the body holds it, on block arguments standing for the
-    inputs, and yields its results (one per output buffer)."""
+    inputs, and yields its results (one per output buffer). Before it, the
+    body may hold views of the inputs (`views`: broadcast, transpose, slice,
+    reshape) that the routine reads instead of copies of them (a matmul with
+    views has a body too: the product on its views)."""
 
     name = "loop.extern"
     fn = prop_def(StringAttr)
@@ -323,15 +327,30 @@ class ExternOp(IRDLOperation):
     assembly_format = ("$fn `(` $buffers `)` `inputs` $num_inputs (`computes` $body^)? attr-dict "
                        "`:` type($buffers)")
 
+    VIEWS: ClassVar[tuple[str, ...]] = ("array.broadcast", "array.transpose", "array.slice", "array.reshape")
+
     def __init__(self, fn: str, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue],
-                 computes: Operation | None = None):
+                 computes: Operation | None = None,
+                 views: Sequence[Sequence[Operation]] | None = None):
+        """`views[i]`: the view ops (innermost first) from the tensor value
+        input i stands for to the operand `computes` reads in its place
+        (`computes`' operands in order, one chain each; empty: the input
+        itself)."""
         props: dict[str, Attribute] = {"fn": StringAttr(fn), "num_inputs": IntegerAttr(len(inputs), i64)}
         regions: list = [[]]
         if computes is not None:
-            block = Block(arg_types=[o.type for o in computes.operands])
+            chains = list(views) if views is not None else [[] for _ in computes.operands]
+            sources = [c[0].operands[0] if c else o for c, o in zip(chains, computes.operands)]
+            block = Block(arg_types=[o.type for o in sources])
             clone = computes.clone()
-            for i, a in enumerate(block.args):
-                clone.operands[i] = a  # type: ignore[index]
+            for i, (a, chain) in enumerate(zip(block.args, chains)):
+                v: SSAValue = a
+                for view in chain:
+                    c = view.clone()
+                    c.operands[0] = v  # type: ignore[index]
+                    block.add_op(c)
+                    v = c.results[0]
+                clone.operands[i] = v  # type: ignore[index]
             block.add_op(clone)
             block.add_op(YieldOp(*clone.results))
             regions = [Region(block)]
@@ -341,7 +360,14 @@ class ExternOp(IRDLOperation):
         """The tensor-level op the routine computes (see `computes`)."""
         if self.body is None:
             raise ValueError(f"loop.extern {self.fn.data!r} computes no tensor-level op")
-        return next(iter(self.body.block.ops))
+        ops = list(self.body.block.ops)
+        return ops[-2]
+
+    def views(self) -> list[Operation]:
+        """The view ops before the computed one, in order."""
+        if self.body is None:
+            return []
+        return list(self.body.block.ops)[:-2]
 
     def verify_(self) -> None:
         if self.body is None:
@@ -349,12 +375,17 @@ class ExternOp(IRDLOperation):
         n = self.num_inputs.value.data
         block = self.body.block
         ops = list(block.ops)
-        if len(block.args) != n or len(ops) != 2 or not isinstance(ops[1], YieldOp):
-            raise VerifyException("loop.extern: the body is one op on the inputs, then loop.yield")
-        if len(ops[1].values) != len(self.buffers) - n:
+        if len(block.args) != n or len(ops) < 2 or not isinstance(ops[-1], YieldOp):
+            raise VerifyException("loop.extern: the body is views, one op on the inputs, then loop.yield")
+        if len(ops[-1].values) != len(self.buffers) - n:
             raise VerifyException("loop.extern: the body yields one value per output buffer")
-        if any(o not in block.args for o in ops[0].operands):
-            raise VerifyException("loop.extern: the computed op reads only the body's arguments")
+        known = set(block.args)
+        for v in ops[:-2]:
+            if v.name not in self.VIEWS or len(v.operands) != 1 or v.operands[0] not in known:
+                raise VerifyException("loop.extern: before its op the body holds only views of its inputs")
+            known.update(v.results)
+        if any(o not in known for o in ops[-2].operands):
+            raise VerifyException("loop.extern: the computed op reads only the body's arguments and their views")
 
 
 Loop = Dialect("loop", [YieldOp, KernelOp, ReduceOp, MapOp, LoadOp, StoreOp, ConstOp, UfuncOp,

@@ -296,7 +296,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     an argument that is not an exact ndarray of a canonical dtype, an extern,
     a multi-threaded kernel or one that checks indices, an output converted
     to a Python scalar."""
-    from runtime import errors, native
+    from runtime import blas, errors, native
     from runtime.memory import PAGE, POOL
 
     from .backends.cpu_backend import AllocStep, KernelStep
@@ -327,6 +327,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
         elif isinstance(st, KernelStep):
             fn, bufs, work, threads, index_checks = st.fn, st.bufs, st.work, st.threads, st.checks
             if threads > 1 or index_checks is not None:  # (the Python entry raises)
+                return None
+            if st.flops >= blas.SMALL_FLOPS:  # (a big product releases the GIL: ctypes does)
                 return None
             keep += [fn, st.scalars]
             launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work,

@@ -326,6 +326,7 @@ class Lowering:
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
         self.columns: dict[A.DotOp, SSAValue] = {}
+        self._extern_views: dict[Operation, list | None] = {}
         self.inserted: list[Operation] = []
         self._columns_of_narrow_products()
         self.uses = Counter()
@@ -382,12 +383,30 @@ class Lowering:
         if in_place(op, self.uses):
             return [op.dest, op.result]  # the source is computed in its kernel
         if not generated(op):
-            operands = list(op.operands)
-            if isinstance(op, A.DotOp):
+            views = self.extern_views(op)
+            if views is not None:  # it reads views of its sources' buffers
+                operands = [src for src, _ in views]
+            elif isinstance(op, A.DotOp):
                 # BLAS reads a transposed operand as it is (a strided view)
-                operands = [blas_operand(o)[0] for o in operands]
+                operands = [blas_operand(o)[0] for o in op.operands]
+            else:
+                operands = list(op.operands)
             return operands + list(op.results)
         return []
+
+    def extern_views(self, op: Operation) -> list[tuple[SSAValue, list[Operation]]] | None:
+        """Per operand of an extern, (source, views) where it reads any
+        operand through views (`extern_view`), else None. A matmul whose only
+        views are transposes of the last two dims reads them as BLAS's
+        transposed operands (`blas_operand`: no body)."""
+        if op in self._extern_views:
+            return self._extern_views[op]
+        views = [extern_view(o) for o in op.operands]
+        if not any(chain for _, chain in views) or (isinstance(op, A.DotOp) and all(
+                len(chain) <= 1 and all(_blas_transpose(c) for c in chain) for _, chain in views)):
+            views = None
+        self._extern_views[op] = views
+        return views
 
     def _realize_costly_reuses(self) -> None:
         """A value used more than once that costs too much to compute at
@@ -515,18 +534,29 @@ class Lowering:
             fn = f"numpy:{op.name}"
             if isinstance(op, A.RoutineOp):
                 fn = f"numpy:{op.fn.data}"  # the routine's numpy name (`explain` shows it)
-            if isinstance(op, A.DotOp):
+            views = self.extern_views(op)
+            if views is not None:  # (a view realized for another reason: its buffer)
+                views = [(o, []) if o in self.buffer else sv for o, sv in zip(op.operands, views)]
+            if views is not None:
+                ins = [self.buffer[src] for src, _ in views]
+                if isinstance(op, A.DotOp):
+                    fn = "matmul"
+            elif isinstance(op, A.DotOp):
                 ops = [blas_operand(o) for o in op.operands]
                 ins = [self.buffer[o] for o, _ in ops]
                 fn = "matmul" + ("_" + "".join("t" if t else "n" for _, t in ops)
                                  if any(t for _, t in ops) else "")
             else:
                 ins = [self.buffer[o] for o in op.operands]
-            for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands)]:
+            reads = [src for src, _ in views] if views is not None else []
+            for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands), *reads]:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
                     raise Restart(o, "", undefer=True)
             outs = [self._alloc(r) for r in op.results]
-            self.out.add_op(L.ExternOp(fn, ins, outs, None if isinstance(op, A.DotOp) else op))
+            if views is not None:
+                self.out.add_op(L.ExternOp(fn, ins, outs, op, [chain for _, chain in views]))
+            else:
+                self.out.add_op(L.ExternOp(fn, ins, outs, None if isinstance(op, A.DotOp) else op))
             self.kernel_ops.append((f"extern {fn}", [describe(op)]))
             return
         if v in self.buffer:
@@ -590,6 +620,33 @@ def overwritten(block: Block, uses: Counter) -> set[SSAValue]:
         if covered.all():
             out.add(op.dest)
     return out
+
+
+def extern_view(v: SSAValue) -> tuple[SSAValue, list[Operation]]:
+    """(source, view ops from it to v, innermost first): an extern (a numpy
+    routine, a BLAS matmul) reads v as a numpy view of the source's buffer
+    (`loop.extern` views: a stride-0 broadcast, a strided slice or
+    transpose, a reshape) instead of a copy of v made by a kernel. The walk
+    stops at a size symbol (a view's numpy arguments are plain sizes) and
+    at the last source no bigger than v (a slice of a computed value is not
+    worth computing all of that value for), unless the source is an
+    argument (its buffer is there already)."""
+    chain: list[Operation] = []
+    while (isinstance(v.owner, (A.BroadcastOp, A.TransposeOp, A.SliceOp, A.ReshapeOp))
+           and not symbols_of([v.type, v.owner.operands[0].type, list(v.owner.properties.values())])):
+        chain.append(v.owner)
+        v = v.owner.operands[0]
+    chain.reverse()
+    size = _size(chain[-1].results[0]) if chain else 0
+    while chain and not isinstance(v, BlockArgument) and _size(v) > size:
+        v = chain.pop(0).results[0]
+    return v, chain
+
+
+def _blas_transpose(op: Operation) -> bool:
+    perm = A.ints(op.permutation) if isinstance(op, A.TransposeOp) else ()
+    r = len(perm)
+    return r >= 2 and perm == (*range(r - 2), r - 1, r - 2)
 
 
 def blas_operand(v: SSAValue) -> tuple[SSAValue, bool]:

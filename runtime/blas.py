@@ -72,3 +72,128 @@ def matmul(ta: bool, tb: bool, flops: int) -> Callable:
                 set_threads(default)
 
     return small
+
+
+# ---- BLAS routines called from generated code ------------------------------
+# numpy's bundled OpenBLAS (ILP64: 64-bit integer arguments, `scipy_` prefix
+# and `64_` suffix) exports CBLAS; a matmul the backend can describe as one
+# gemm or gemv per batch (`call`) is launched as a kernel that calls the
+# routine by address, so it needs no Python between launches (the native
+# entry launches it too). A small product runs on one BLAS thread through
+# OpenBLAS's per-thread count (`openblas_set_num_threads_local`: no global
+# state, no lock).
+ROUTINES = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
+            "sgemv": "scipy_cblas_sgemv64_", "dgemv": "scipy_cblas_dgemv64_"}
+SET_LOCAL_THREADS = "openblas_set_num_threads_local"
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS enums
+
+_addresses: dict[str, int] | None | bool = False
+
+
+def _find_routines() -> dict[str, int] | None:
+    try:
+        from threadpoolctl import ThreadpoolController
+
+        libs = ThreadpoolController().select(internal_api="openblas").lib_controllers
+    except Exception:  # noqa: BLE001 - any probing failure: numpy runs the products
+        return None
+    for lc in libs:
+        if "numpy" not in lc.filepath:
+            continue
+        out = {}
+        for key, sym in (*ROUTINES.items(), ("set_local_threads", SET_LOCAL_THREADS)):
+            fn = getattr(lc.dynlib, sym, None)
+            if fn is None:
+                return None
+            out[key] = ctypes.cast(fn, ctypes.c_void_p).value
+        return out
+    return None
+
+
+def routines() -> dict[str, int] | None:
+    """Addresses of the CBLAS routines (and OpenBLAS's per-thread count
+    setter) of numpy's BLAS, or None where numpy links another BLAS."""
+    global _addresses
+    if _addresses is False:
+        with _lock:
+            if _addresses is False:
+                _addresses = _find_routines()
+    return _addresses  # type: ignore[return-value]
+
+
+Strided = tuple[tuple[int, ...], tuple[int, ...], int]  # (shape, element strides, element offset)
+
+
+def _matrix(rows: int, cols: int, rs: int, cs: int) -> tuple[int, int] | None:
+    """(CBLAS transpose flag, leading dimension) of a row-major call reading a
+    rows x cols matrix with these element strides, or None (no unit stride)."""
+    if (cs == 1 or cols == 1) and (rows == 1 or rs >= max(1, cols)):
+        return NO_TRANS, rs if rows > 1 else max(1, cols)
+    if (rs == 1 or rows == 1) and (cols == 1 or cs >= max(1, rows)):
+        return TRANS, cs if cols > 1 else max(1, rows)
+    return None
+
+
+def _batch(a: Strided, b: Strided, c: Strided) -> tuple[int, int, int, int] | None:
+    """(count, a's, b's and c's element stride) of the batch dims merged into
+    one, or None where they do not merge."""
+    dims = [(n, a[1][i], b[1][i], c[1][i]) for i, n in enumerate(c[0][:-2]) if n != 1]
+    if not dims:
+        return 1, 0, 0, 0
+    n, sa, sb, sc = dims[-1]
+    for m, ta, tb, tc in reversed(dims[:-1]):
+        if (ta, tb, tc) != (sa * n, sb * n, sc * n):
+            return None
+        n *= m
+    return n, sa, sb, sc
+
+
+def call(kind: str, a: Strided, b: Strided, c: Strided) -> tuple[str, tuple[int, ...], tuple[int, int, int]] | None:
+    """How BLAS computes c = a @ b for these strided operands (`kind` "s" or
+    "d"; c C-contiguous): (routine, the launch's integer words: batch count,
+    the three buffers' batch strides and offsets, then the routine's own
+    arguments; which of a, b, c each of the launch's three buffers is), or
+    None where BLAS cannot read them as they are (no unit stride, a negative
+    or zero step, an empty dim, batch dims that do not merge). Strides and
+    offsets are in elements."""
+    (sha, sta, oa), (shb, stb, ob), (_, stc, oc) = a, b, c
+    m, k = sha[-2:]
+    n = shb[-1]
+    if min(m, n, k) == 0 or min((*sta, *stb, oa, ob)) < 0:
+        return None
+    batch = _batch(a, b, c)
+    if batch is None:
+        return None
+    count, ba, bb, bc = batch
+    ars, acs = sta[-2:]
+    brs, bcs = stb[-2:]
+    crs = stc[-2]
+    if m == 1 and count > 1:  # one row per batch: its row stride is the batch's
+        ars, crs = ba, bc
+    if count > 1 and bb == 0 and ba == m * ars and bc == m * crs:
+        m, count, ba, bc = m * count, 1, 0, 0  # one B for all: one product of all the rows
+    words = (count, ba, bb, bc)
+    if m == 1 or n == 1:
+        if m == 1:  # y = B^T x: x a's row, y c's row
+            which, rows, cols, mrs, mcs, inc, incy = (1, 0, 2), k, n, brs, bcs, acs, stc[-1]
+        else:  # y = A x: x b's column, y c's column
+            which, rows, cols, mrs, mcs, inc, incy = (0, 1, 2), m, k, ars, acs, brs, crs
+        lay = _matrix(rows, cols, mrs, mcs)
+        if k == 1:
+            inc = 1
+        if lay is None or inc <= 0:
+            return None
+        trans, ld = lay
+        # (row-major gemv computes op(M) x of the matrix M it reads, ld its rows' stride)
+        gm, gn = (rows, cols) if trans == NO_TRANS else (cols, rows)
+        if m == 1:
+            trans = TRANS if trans == NO_TRANS else NO_TRANS
+        strides = tuple((ba, bb, bc)[w] for w in which)
+        offs = tuple((oa, ob, oc)[w] for w in which)
+        return (kind + "gemv", (count, *strides, *offs, ROW_MAJOR, trans, gm, gn, ld, inc,
+                                max(incy, 1)), which)
+    la, lb = _matrix(m, k, ars, acs), _matrix(k, n, brs, bcs)
+    if la is None or lb is None:
+        return None
+    return (kind + "gemm", (*words, oa, ob, oc, ROW_MAJOR, la[0], lb[0], m, n, k, la[1], lb[1],
+                            max(crs, n)), (0, 1, 2))

@@ -113,7 +113,7 @@ def _engine_get():
 # what LLVM did in this process: modules of kernels compiled (-O3 and
 # machine code, JIT or object file), native entries compiled
 # (runtime/native.py), object files linked in (the on-disk cache's entries)
-COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0}
+COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0, "blas_modules": 0}
 
 
 def optimize(ir_text: str):

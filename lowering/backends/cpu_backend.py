@@ -37,7 +37,7 @@ from dialects.dtypes import from_ir
 from dialects.symbols import SymStr, prod_dims, symbols_of
 from dialects.symbols import active as symbols_active
 from ..codegen.llvm import SCALAR_PARAMS, Emitter
-from . import numpy_backend
+from . import cpu_blas, numpy_backend
 
 _ids = itertools.count()
 
@@ -255,6 +255,7 @@ class KernelStep:
     checks: IndexChecks | None = None
     scalars: object = None  # ctypes array of int64, or None
     scalars_address: int | None = None  # (its address, taken once)
+    flops: int = 0  # a BLAS launch's (the native entry holds the GIL: small ones only)
 
     @property
     def slots(self) -> tuple[int, ...]:
@@ -320,9 +321,21 @@ class ExternPlan:
 
 
 @dataclass(frozen=True)
+class BlasPlan:
+    """A matmul as BLAS `routine` ("dgemm", "sgemv", ...) on the buffers in
+    `args` (launch order: the routine's matrix, its other operand, the
+    output), with the launcher's `words` (`runtime.blas.call`): launched as a
+    kernel (`cpu_blas`)."""
+    routine: str
+    args: tuple[int, ...]
+    words: tuple[int, ...]
+    flops: int
+
+
+@dataclass(frozen=True)
 class ProgramPlan:
     n_inputs: int
-    steps: tuple[AllocStep | KernelPlan | ExternPlan, ...]
+    steps: tuple[AllocStep | KernelPlan | ExternPlan | BlasPlan, ...]
     outputs: tuple[int, ...]
 
 
@@ -371,17 +384,34 @@ def extern_plan(op: L.ExternOp, slots) -> ExternPlan:
     if op.fn.data.startswith("matmul"):
         flags = op.fn.data[7:] or "nn"  # "matmul_tn": lhs read transposed
         out_t = op.buffers[-1].type
-        k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
+        if op.body is not None:  # the product of views of its inputs
+            k = op.computed().lhs.type.get_shape()[-1]
+        else:
+            k = op.buffers[0].type.get_shape()[-2 if flags[0] == "t" else -1]
         flops = 2 * k * prod_dims(out_t.get_shape())
-        return ExternPlan(op.fn.data, args, n, (flags[0] == "t", flags[1] == "t"), flops)
+        call = cpu_blas.plan(op) if blas.routines() is not None else None
+        if call is not None:
+            routine, words, order = call
+            return BlasPlan(routine, tuple(args[i] for i in order), words, flops)
+        return ExternPlan(op.fn.data, args, n, (flags[0] == "t", flags[1] == "t"), flops,
+                          op if op.body is not None else None)
     return ExternPlan(op.fn.data, args, n, op=op)
 
 
 def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
     """The routine of an extern step, and the constant it makes (an array
     constant's extern), if any."""
-    if e.op is None:
+    if e.fn.startswith("matmul"):
         matmul = blas.matmul(*e.transposed, e.flops)
+        if e.op is not None:  # its operands: views of its inputs
+            views = numpy_backend.extern_operands(e.op)
+
+            def run_viewed(a, b, out, matmul=matmul, views=views):
+                try:
+                    matmul(*views(a, b), out)
+                except Exception as err:  # (numpy's matmul: its error is numpy's)
+                    raise errors.as_numpy(err)
+            return run_viewed, None
 
         def run_matmul(*arrs, matmul=matmul):
             try:
@@ -389,8 +419,7 @@ def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
             except Exception as err:  # (numpy's matmul: its error is numpy's)
                 raise errors.as_numpy(err)
         return run_matmul, None
-    inner = e.op.computed()
-    rule = numpy_backend.RULES[type(inner)](inner)
+    rule = numpy_backend.extern_routine(e.op)
     constant = rule() if e.fn == "numpy:array.constant" else None
 
     def run(*arrs, rule=rule, k=e.n_inputs, m=len(e.args) - e.n_inputs):
@@ -422,6 +451,8 @@ class CpuProgram:
         for st in plan.steps:
             if isinstance(st, KernelPlan):
                 steps.append(self._kernel_step(st))
+            elif isinstance(st, BlasPlan):
+                steps.append(self._blas_step(st))
             elif isinstance(st, ExternPlan):
                 run, constant = extern_run(st)
                 if constant is not None:
@@ -450,6 +481,15 @@ class CpuProgram:
         checks = IndexChecks(list(k.checks), scalars) if k.checks else None
         return KernelStep(self._fns[k.name], k.bufs, k.work, k.threads, ptrs, checks, scalars,
                           None if scalars is None else ctypes.addressof(scalars))
+
+    def _blas_step(self, p: BlasPlan) -> KernelStep:
+        fns = blas.routines()
+        setter = fns["set_local_threads"] if p.flops < blas.SMALL_FLOPS else 0
+        scalars = (ctypes.c_int64 * (SCALAR_PARAMS + 2 + len(p.words)))(
+            0, 0, fns[p.routine], setter, *p.words)
+        fn = cpu.KERNEL_TYPE(cpu_blas.launcher(p.routine))
+        return KernelStep(fn, p.args, 1, 1, (ctypes.c_void_p * 3)(), None, scalars,
+                          ctypes.addressof(scalars), p.flops)
 
     def __call__(self, inputs):
         # the launch argument arrays are shared state: one call at a time
@@ -634,6 +674,28 @@ def merged_report(report, kernel_module: ModuleOp):
     return LoweringReport(kernels, report.refused)
 
 
+def blas_report(report, plan: ProgramPlan):
+    """The report with each matmul extern that runs as a BLAS launch named
+    by its routine ("blas dgemm", "blas sgemv x60": one call per batch), so
+    that `explain` says which path each product takes (the others stay
+    "extern matmul": numpy's matmul on copies or strided operands)."""
+    from passes.lower_to_loop import LoweringReport
+
+    if report is None:
+        return report
+    steps = [st for st in plan.steps if isinstance(st, BlasPlan)
+             or (isinstance(st, ExternPlan) and st.fn.startswith("matmul"))]
+    at = [i for i, (name, _) in enumerate(report.kernels) if name.startswith("extern matmul")]
+    if not any(isinstance(st, BlasPlan) for st in steps) or len(at) != len(steps):
+        return report
+    kernels = list(report.kernels)
+    for i, st in zip(at, steps):
+        if isinstance(st, BlasPlan):
+            count = st.words[0]
+            kernels[i] = (f"blas {st.routine}" + (f" x{count}" if count > 1 else ""), kernels[i][1])
+    return LoweringReport(kernels, report.refused)
+
+
 def compile_kernels(loop_module: ModuleOp, kernels: dict[str, K.KernelOp],
                     keys: dict[str, tuple],
                     stage: Callable[[str], AbstractContextManager] = _untimed,
@@ -685,5 +747,5 @@ def build_plan(kernel_module: ModuleOp, report, plan: ProgramPlan, kernels, keys
 def program(plan: ProgramPlan, addresses: dict[str, int], report, llvm_ir: str = "",
             stage: Callable[[str], AbstractContextManager] = _untimed) -> CpuProgram:
     prog = CpuProgram(plan, addresses, stage)
-    prog.report, prog.llvm_ir = report, llvm_ir
+    prog.report, prog.llvm_ir = blas_report(report, plan), llvm_ir
     return prog

@@ -201,6 +201,8 @@ def plan_json(plan: B.ProgramPlan) -> dict:
         elif isinstance(st, B.KernelPlan):
             steps.append(["kernel", st.name, st.body, list(st.bufs), st.work, st.threads,
                           list(st.params), [list(c) for c in st.checks]])
+        elif isinstance(st, B.BlasPlan):
+            steps.append(["blas", st.routine, list(st.args), list(st.words), st.flops])
         else:
             steps.append(["extern", st.fn, list(st.args), st.n_inputs, list(st.transposed),
                           st.flops, None if st.op is None else extern_text(st.op)])
@@ -254,6 +256,10 @@ def plan_from_json(d: dict) -> B.ProgramPlan:
                                       tuple(int(b) for b in bufs), int(work), int(threads),
                                       tuple(int(p) for p in params),
                                       tuple((int(a), int(n)) for a, n in checks)))
+        elif kind == "blas":
+            _, routine, args, words, flops = st
+            steps.append(B.BlasPlan(str(routine), tuple(int(a) for a in args),
+                                    tuple(int(w) for w in words), int(flops)))
         elif kind == "extern":
             _, fn, args, n_inputs, transposed, flops, text = st
             op = None if text is None else extern_from_text(text)

@@ -260,3 +260,37 @@ def compile_module(module: ModuleOp) -> Program:
             kept.append((run, ins, out))
             live.update(ins)
     return Program(n_inputs, len(slots), kept[::-1], outputs)
+
+
+def extern_operands(ext) -> Callable[..., list]:
+    """For a `loop.extern` with a body: a function from its input arrays to
+    the arrays its computed op reads (the body's views made as numpy views
+    of the inputs: no copies)."""
+    inner = ext.computed()
+    block = ext.body.block
+    index = {a: i for i, a in enumerate(block.args)}
+    steps = []
+    for v in ext.views():
+        index[v.results[0]] = len(index)
+        steps.append((RULES[type(v)](v), index[v.operands[0]]))
+    reads = [index[o] for o in inner.operands]
+    if not steps:
+        return lambda *arrs: [arrs[i] for i in reads]
+
+    def operands(*arrs):
+        env = list(arrs)
+        for view, src in steps:
+            env.append(view(env[src]))
+        return [env[i] for i in reads]
+    return operands
+
+
+def extern_routine(ext) -> Callable:
+    """The numpy routine of a `loop.extern` with a body: its computed op's
+    rule on the inputs (through the body's views, where it has them)."""
+    inner = ext.computed()
+    rule = RULES[type(inner)](inner)
+    if not ext.views():
+        return rule
+    operands = extern_operands(ext)
+    return lambda *arrs: rule(*operands(*arrs))

@@ -1,0 +1,174 @@
+"""Matmuls launched as BLAS calls from generated code (`lowering/backends/
+cpu_blas.py`): operands read where they lie — transposed, sliced, broadcast
+(a shared B: one gemm over every batch's rows), reshaped, a column as a
+strided vector — by gemm or gemv per batch, no copies and no Python between
+launches.
+
+With integer-valued inputs every order of a dot product's sum is exact, so
+results must equal numpy's bit for bit, NaN and ±Inf placement included;
+with arbitrary floats each element is within the reduction tolerance of the
+bound |A| @ |B|. Layouts BLAS cannot read (no unit stride) stay numpy's
+matmul: equal results either way, and `explain` names the path."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import lowering
+from lowering.backends import cpu_blas
+from lowering.testing import TOLERANCES, assert_matches_numpy, examples
+from runtime import blas
+
+pytestmark = pytest.mark.skipif(blas.routines() is None,
+                                reason="numpy's BLAS is not OpenBLAS with CBLAS symbols")
+
+SIZES = [1, 2, 3, 5, 17, 64]
+
+# lhs views: (base shape from (m, k), the view inside the program; both on
+# the last dims, under any batch dims)
+LHS = {
+    "plain": (lambda m, k: (m, k), lambda a, m, k: a),
+    "T": (lambda m, k: (k, m), lambda a, m, k: a.swapaxes(-1, -2)),
+    "rows": (lambda m, k: (2 * m, k + 3), lambda a, m, k: a[..., ::2, 1:k + 1]),
+    "cols": (lambda m, k: (m, 2 * k), lambda a, m, k: a[..., ::2]),  # no unit stride: numpy
+    "flat": (lambda m, k: (m * k,), lambda a, m, k: a.reshape(*a.shape[:-1], m, k)),
+    "vector": (lambda m, k: (k, 4), lambda a, m, k: a[..., 1]),  # a strided 1-D lhs
+}
+RHS = {
+    "plain": (lambda k, n: (k, n), lambda b, k, n: b),
+    "T": (lambda k, n: (n, k), lambda b, k, n: b.swapaxes(-1, -2)),
+    "rows": (lambda k, n: (k, n + 5), lambda b, k, n: b[..., 2:n + 2]),
+    "step": (lambda k, n: (2 * k, n), lambda b, k, n: b[..., ::2, :]),
+    "vector": (lambda k, n: (3, k), lambda b, k, n: b[..., 2, :]),  # a contiguous 1-D rhs
+    "column": (lambda k, n: (k, 3), lambda b, k, n: b[..., 0]),  # a strided 1-D rhs
+}
+VECTORS = ("vector", "column")
+
+
+@st.composite
+def cases(draw):
+    dt = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
+    m, k, n = (draw(st.sampled_from(SIZES)) for _ in range(3))
+    lhs, rhs = draw(st.sampled_from(sorted(LHS))), draw(st.sampled_from(sorted(RHS)))
+    batch = draw(st.sampled_from([(), (3,), (2, 3)]))
+    shared = draw(st.booleans()) or rhs in VECTORS  # batched lhs, one rhs for all
+    return dt, m, k, n, lhs, rhs, batch, shared, draw(st.booleans()), draw(st.integers(0, 2**32 - 1))
+
+
+def program(case):
+    """The program `view(a) @ view(b)` and its operands' shapes."""
+    dt, m, k, n, lhs, rhs, batch, shared, _, _ = case
+    (la_shape, la_view), (lb_shape, lb_view) = LHS[lhs], RHS[rhs]
+    a_shape = (*(batch if lhs != "vector" else ()), *la_shape(m, k))
+    b_shape = (*(() if shared else batch), *lb_shape(k, n))
+
+    def fn(a, b):
+        return la_view(a, m, k) @ lb_view(b, k, n)
+
+    return fn, a_shape, b_shape
+
+
+def operands(case, a_shape, b_shape):
+    dt, *_, specials, seed = case
+    rng = np.random.default_rng(seed)
+    a = rng.integers(-8, 9, a_shape).astype(dt)
+    b = rng.integers(-8, 9, b_shape).astype(dt)
+    if specials:  # NaN and infinities reach whole rows / columns of the result
+        a.flat[rng.integers(0, a.size)] = np.nan
+        b.flat[rng.integers(0, b.size)] = np.inf
+        b.flat[rng.integers(0, b.size)] = -np.inf
+    return a, b
+
+
+@examples(2.0)
+@given(cases())
+def test_matmul_views_match_numpy_exactly_on_exact_sums(case):
+    fn, a_shape, b_shape = program(case)
+    a, b = operands(case, a_shape, b_shape)
+    assert_matches_numpy(fn, a, b, rtol=0.0, calls=2, compiled=lowering.compile(fn, backend="cpu"))
+
+
+@examples(1.0)
+@given(cases())
+def test_matmul_views_are_within_the_dot_product_bound(case):
+    dt, m, k, n, *_ , seed = case
+    fn, a_shape, b_shape = program(case)
+    rng = np.random.default_rng(seed)
+    a = (rng.standard_normal(a_shape) * 10.0 ** rng.integers(-3, 4, a_shape)).astype(dt)
+    b = (rng.standard_normal(b_shape) * 10.0 ** rng.integers(-3, 4, b_shape)).astype(dt)
+    got = lowering.compile(fn, backend="cpu")(a, b)
+    want = fn(a.astype(np.float64), b.astype(np.float64))
+    bound = fn(np.abs(a).astype(np.float64), np.abs(b).astype(np.float64))
+    assert got.dtype == dt and got.shape == want.shape
+    assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound)
+
+
+def _paths(fn, *args):
+    ex = lowering.explain(lowering.compile(fn, backend="cpu"))(*args)
+    return [name for graph in ex.kernels for name, _ in graph if "matmul" in name or "blas" in name]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_each_layout_class_takes_the_blas_path_it_should(dt):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((60 * 60 * 128,)).astype(dt)
+    c = rng.standard_normal((128, 128)).astype(dt)
+    data = rng.standard_normal((200, 120)).astype(dt)
+    # a batch of vector x matrix products sharing B: one gemm over all 3600 rows
+    assert _paths(lambda a, c: np.reshape(a, (60, 60, 1, 128)) @ c, a, c) == ["blas " + "sd"[dt == np.float64] + "gemm"]
+    # a column (stride 120) times a slice of columns: gemv with a strided x
+    assert _paths(lambda d: d[:, 3] @ d[:, 4:], data) == ["blas " + "sd"[dt == np.float64] + "gemv"]
+    # matrix x vector through a transpose
+    assert _paths(lambda d, x: d.T @ x, data, data[:, 0].copy()) == ["blas " + "sd"[dt == np.float64] + "gemv"]
+    # batched, B per batch: one gemm per batch
+    x = rng.standard_normal((4, 30, 40)).astype(dt)
+    y = rng.standard_normal((4, 40, 50)).astype(dt)
+    assert _paths(lambda x, y: x @ y, x, y) == ["blas " + "sd"[dt == np.float64] + "gemm x4"]
+    # every second column: no unit stride, numpy's matmul reads it
+    assert _paths(lambda d, y: d[:, ::2] @ y, data, rng.standard_normal((60, 7)).astype(dt)) == ["extern matmul"]
+
+
+@pytest.mark.parametrize("shape", [((300, 200), (200, 100)), ((300, 200), (200,)), ((200,), (200, 100))])
+def test_blas_output_does_not_read_its_buffer(shape):
+    """BLAS is called with beta = 0: the output's old contents (a pooled
+    buffer that held NaN) never reach the result."""
+    sa, sb = shape
+    fn = lowering.compile(lambda a, b: a @ b, backend="cpu")
+    nan = fn(np.full(sa, np.nan), np.ones(sb))
+    assert np.isnan(nan).all()
+    del nan
+    gc.collect()
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(-4, 5, sa).astype(np.float64), rng.integers(-4, 5, sb).astype(np.float64)
+    for _ in range(3):
+        np.testing.assert_array_equal(fn(a, b), a @ b)
+
+
+def test_overflow_in_a_blas_product_follows_errstate():
+    fn = lowering.compile(lambda a, b: a @ b, backend="cpu")
+    a = np.full((8, 8), 1e300)
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            fn(a, a)
+    with np.errstate(over="ignore"):
+        assert np.isinf(fn(a, a)).all()
+
+
+def test_the_plan_of_a_shared_rhs_batch_is_one_product():
+    """`runtime.blas.call` on the layouts themselves: batch (60, 60) of
+    (1, 128) rows with a shared (128, 128) B is one 3600 x 128 x 128 gemm."""
+    a = ((60, 60, 1, 128), (60 * 128, 128, 128, 1), 0)
+    b = ((60, 60, 128, 128), (0, 0, 128, 1), 0)
+    c = ((60, 60, 1, 128), (60 * 128, 128, 128, 1), 0)
+    routine, words, order = blas.call("d", a, b, c)
+    assert routine == "dgemm" and words[0] == 1 and words[10:13] == (3600, 128, 128)
+    assert order == (0, 1, 2)
+    # a reshape numpy would copy is not a view: numpy's path
+    assert cpu_blas._reshaped((4, 6), (14, 2), (24,)) is None
+    assert cpu_blas._reshaped((4, 6), (12, 2), (24,)) == (2,)
+    assert cpu_blas._reshaped((4, 6), (6, 1), (2, 12)) == (12, 1)
