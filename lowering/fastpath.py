@@ -291,16 +291,28 @@ def _same(x):
     return x
 
 
+def _flagged(run: Callable, collector) -> Callable:
+    """An extern's routine that returns the IEEE flags numpy saw in it."""
+    def call(*arrs):
+        token = collector.enter()
+        try:
+            run(*arrs)
+        finally:
+            collector.exit(token)
+        return collector.bits
+    return call
+
+
 def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) -> Callable | None:
     """The native builtin for this entry, or None where it does not apply:
-    an argument that is not an exact ndarray of a canonical dtype, an extern,
-    a multi-threaded kernel or one that checks indices, an output converted
-    to a Python scalar."""
+    an argument that is not an exact ndarray of a canonical dtype, a
+    multi-threaded kernel or one that checks indices, a big BLAS product, an
+    output converted to a Python scalar. (A numpy extern is called back.)"""
     from runtime import blas, errors, native
     from runtime.memory import PAGE, POOL
 
     from .backends.cpu_backend import AllocStep, KernelStep
-    from .codegen.entry import FLAG_VALUES, Alloc, EntrySpec, Launch, arg_checks, entry_ir
+    from .codegen.entry import FLAG_VALUES, Alloc, Call, EntrySpec, Launch, arg_checks, entry_ir
 
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
     derived = arg_checks(guards.checks)
@@ -333,14 +345,20 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
             keep += [fn, st.scalars]
             launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work,
                                    st.scalars_address or 0))
-        else:
-            return None
+        else:  # a numpy routine: called back, its flags returned as numpy detects them
+            call = _flagged(st.run, prog.collector)
+            keep.append(call)
+            launches.append(Call(id(call), tuple(st.args)))
+    locking = any(isinstance(k, Call) for k in launches)
+    acquire, release = prog._lock.acquire, prog._lock.release  # (bound methods: kept alive)
+    keep += [acquire, release]
     name = f"lowering_entry_{next(_entry_ids)}"
     flag_ints = list(range(FLAG_VALUES))  # kept alive: the entry embeds their addresses
     keep += [errors.check, flag_ints]
     spec = EntrySpec(name, n, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
                      tuple(s for s, _ in outs), as_tuple, id(fast), id(errors.check),
-                     tuple(id(i) for i in flag_ints))
+                     tuple(id(i) for i in flag_ints),
+                     (id(acquire), id(release)) if locking else ())
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

@@ -134,7 +134,8 @@ def abi() -> ArrayAbi:
             return 0 if fn is None else ctypes.cast(fn, ctypes.c_void_p).value or 0
 
         symbols = {name: py(name) for name in ("Py_IncRef", "Py_DecRef", "PyObject_Vectorcall",
-                                               "PyTuple_New", "PyTuple_SetItem")}
+                                               "PyTuple_New", "PyTuple_SetItem", "PyLong_AsLong",
+                                               "PyErr_Fetch", "PyErr_Restore")}
         symbols["PyArray_NewFromDescr"] = _entry(table, API_PyArray_NewFromDescr)
         for name, addr in symbols.items():
             if not addr:

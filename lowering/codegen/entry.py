@@ -101,13 +101,25 @@ class Launch:
 
 
 @dataclass(frozen=True)
+class Call:
+    """A Python routine on the buffers in `slots` (`fn(*arrays)`, an
+    address): it returns the IEEE exception flags it saw as an int (a numpy
+    extern, its flags collected as numpy detects them); its exception
+    returns NULL. An entry with calls holds its program's lock (`lock`):
+    the GIL may pass to another thread inside one."""
+
+    fn: int
+    slots: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class EntrySpec:
     name: str
     nargs: int
     checks: tuple[ArgCheck, ...]
     inputs: tuple[int, ...]  # slot i is args[inputs[i]]
     allocs: tuple[Alloc, ...]
-    launches: tuple[Launch, ...]
+    launches: tuple[Launch | Call, ...]  # in order
     outputs: tuple[int, ...]  # slots returned, in order
     as_tuple: bool  # return a tuple (even of one) rather than the one output
     fallback: int  # the callable a miss goes to
@@ -116,6 +128,9 @@ class EntrySpec:
     # returns None when the errstate ignores them all
     check: int = 0
     flags: tuple[int, ...] = ()
+    # (acquire, release) bound methods of the program's lock, taken where the
+    # entry makes Python calls (`Call`); () for none
+    lock: tuple[int, int] | tuple[()] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -143,8 +158,12 @@ class EntryCodegen:
         self.tuple_set = declare("PyTuple_SetItem", I32, OBJ, I64, OBJ)
         self.new_array = declare("PyArray_NewFromDescr", OBJ, OBJ, OBJ, I32, I64.as_pointer(),
                                  I64.as_pointer(), OBJ, I32, OBJ)
+        self.as_long = declare("PyLong_AsLong", I64, OBJ)
+        self.err_fetch = declare("PyErr_Fetch", ir.VoidType(), *[OBJ.as_pointer()] * 3)
+        self.err_restore = declare("PyErr_Restore", ir.VoidType(), OBJ, OBJ, OBJ)
         self.fn = ir.Function(m, ir.FunctionType(OBJ, [OBJ, OBJ.as_pointer(), I64]), spec.name)
         self._globals = 0
+        self.locked = False  # between the lock's acquire and its release
 
     # ---- helpers -----------------------------------------------------------
     def field(self, obj: ir.Value, offset: int, ty: ir.Type) -> ir.Value:
@@ -177,8 +196,21 @@ class EntryCodegen:
         b.position_at_end(fail)
         for o in owned:
             b.call(self.decref, [o])
+        if self.locked:  # (the exception set aside while the lock is released)
+            saved = [b.alloca(OBJ) for _ in range(3)]
+            b.call(self.err_fetch, saved)
+            self.call_lock(1)
+            b.call(self.err_restore, [b.load(p) for p in saved])
         b.ret(ir.Constant(OBJ, None))
         b.position_at_end(ok)
+
+    def call_lock(self, which: int) -> None:
+        """lock.acquire() (0) or lock.release() (1); neither fails here (the
+        lock is the program's own, released only by its holder)."""
+        b = self.b
+        r = b.call(self.vectorcall, [address(self.spec.lock[which]), ir.Constant(OBJ.as_pointer(), None),
+                                     const(I64, 0), ir.Constant(OBJ, None)])
+        b.call(self.decref, [r])
 
     # ---- the entry ---------------------------------------------------------
     def emit(self) -> str:
@@ -193,6 +225,8 @@ class EntryCodegen:
 
         b.position_at_end(entry)
         width = max([len(k.slots) for k in spec.launches] + [1])
+        argv_width = max([len(k.slots) for k in spec.launches if isinstance(k, Call)] + [1])
+        callargs = b.alloca(ir.ArrayType(OBJ, argv_width), name="callargs")
         objs = b.alloca(ir.ArrayType(OBJ, width), name="objs")
         self.require(b.icmp_signed("==", nargs, const(I64, spec.nargs)), "nargs")
         argv = {c.arg: b.load(b.gep(args, [const(I64, c.arg)])) for c in spec.checks}
@@ -201,6 +235,9 @@ class EntryCodegen:
 
         vals: dict[int, ir.Value] = {i: argv[a] for i, a in enumerate(spec.inputs)}
         owned: list[ir.Value] = []
+        if spec.lock:
+            self.call_lock(0)
+            self.locked = True
         for al in spec.allocs:
             v = self.alloc(al)
             self.or_fail(v, owned)
@@ -209,7 +246,17 @@ class EntryCodegen:
 
         base = b.gep(objs, [const(I64, 0), const(I64, 0)])
         raised = const(I32, 0)
+        cargs = b.gep(callargs, [const(I64, 0), const(I64, 0)])
         for k in spec.launches:
+            if isinstance(k, Call):
+                for j, s in enumerate(k.slots):
+                    b.store(vals[s], b.gep(cargs, [const(I64, j)]))
+                r = b.call(self.vectorcall, [address(k.fn), cargs, const(I64, len(k.slots)),
+                                             ir.Constant(OBJ, None)])
+                self.or_fail(r, owned)
+                raised = b.or_(raised, b.trunc(b.call(self.as_long, [r]), I32))
+                b.call(self.decref, [r])
+                continue
             if k.work <= 0:
                 continue
             for j, s in enumerate(k.slots):
@@ -221,6 +268,9 @@ class EntryCodegen:
             raised = b.or_(raised, r)
         if spec.launches:
             self.check_flags(raised, owned)
+        if spec.lock:
+            self.call_lock(1)
+            self.locked = False
 
         for al in spec.allocs:
             if al.slot not in spec.outputs:

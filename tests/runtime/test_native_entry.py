@@ -365,3 +365,73 @@ def test_pool_returns_a_block_only_when_every_view_is_gone():
     assert pool.stats["reused"] == 1 and not np.shares_memory(c, b)
     del b, c
     assert not pool._live
+
+
+# ---- numpy externs called back from the entry ---------------------------------
+
+def sort_then_scale(x, y):
+    return np.sort(x * 2.0) * 3.0 + y
+
+
+@pytest.mark.filterwarnings("error")
+def test_a_numpy_extern_is_called_back_from_the_native_entry():
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(300), rng.standard_normal(300)
+    f = compiled(sort_then_scale, x, y)
+    assert is_native(f)
+    for _ in range(3):
+        assert same(f(x, y), sort_then_scale(x, y))
+
+
+@pytest.mark.filterwarnings("error")
+def test_an_externs_exception_propagates_and_the_entry_stays_usable():
+    def power(a, b):
+        return a ** b + 1
+
+    a, b = np.arange(1, 9, dtype=np.int64), np.arange(8, dtype=np.int64)
+    f = compiled(power, a, b)
+    assert is_native(f)
+    with pytest.raises(ValueError, match="negative integer powers"):
+        f(a, -a)
+    # the program's lock was released on the way out: the next call runs
+    assert same(f(a, b), power(a, b))
+
+
+@pytest.mark.filterwarnings("error")
+def test_an_externs_floating_point_flags_follow_errstate_natively():
+    def square(x):
+        return x * x + 1  # float16: numpy runs it (an extern)
+
+    x = np.full(8, 300.0, np.float16)
+    f = compiled(square, np.ones(8, np.float16))
+    assert is_native(f)
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            f(x)
+    with np.errstate(over="ignore"):
+        assert np.isinf(f(x)).all()
+
+
+@pytest.mark.filterwarnings("error")
+def test_threads_calling_one_native_entry_with_externs_get_their_own_results():
+    import threading
+
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal(5000) for _ in range(4)]
+    y = rng.standard_normal(5000)
+    f = compiled(sort_then_scale, xs[0], y)
+    assert is_native(f)
+    want = [sort_then_scale(x, y) for x in xs]
+    bad = []
+
+    def work(i):
+        for _ in range(40):
+            if not same(f(xs[i], y), want[i]):
+                bad.append(i)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad
