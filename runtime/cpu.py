@@ -112,7 +112,8 @@ def _engine_get():
 
 # what LLVM did in this process: modules of kernels compiled (-O3 and
 # machine code, JIT or object file), native entries compiled
-# (runtime/native.py), object files linked in (the on-disk cache's entries)
+# (runtime/native.py), object files linked in (the on-disk cache's entries),
+# the BLAS launchers' module (once per process, at the first BLAS product)
 COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0, "blas_modules": 0}
 
 
