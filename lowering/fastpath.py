@@ -287,10 +287,6 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     return fast
 
 
-def _same(x):
-    return x
-
-
 def _flagged(run: Callable, collector) -> Callable:
     """An extern's routine that returns the IEEE flags numpy saw in it."""
     def call(*arrs):
@@ -332,8 +328,9 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
             keep += [d, shape, static]
             call = None
             if static is not None:  # the program's own buffer: handed back as it is
-                call = (id(_same), id(static))
-            elif d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
+                allocs.append(Alloc(slot, shape, id(d), None, id(static)))
+                continue
+            if d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
                 call = (id(pool_empty), id(shape), id(d))
             allocs.append(Alloc(slot, shape, id(d), call))
         elif isinstance(st, KernelStep):

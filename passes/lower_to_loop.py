@@ -176,6 +176,7 @@ def short_dot(op: A.DotOp) -> bool:
 
 
 NARROW_N, NARROW_MIN_K = 16, 64  # a matmul into this few columns, over this many terms or more
+NARROW_MIN_M = 8  # ... and this many rows or more (fewer: BLAS's gemv or gemm is as fast)
 
 
 def narrow_dot(op: A.DotOp) -> bool:
@@ -184,13 +185,16 @@ def narrow_dot(op: A.DotOp) -> bool:
     the rows, the N dot products of a row in one pass over it (`DotEmitter`),
     fused multiply-adds in vector accumulators. BLAS spends ~110 us on the
     MLP's 256 x 1024 x 10 product with cold caches, most of it reading h back;
-    generated, it joins the kernel that writes h (`merge_rows`)."""
+    generated, it joins the kernel that writes h (`merge_rows`). A few rows
+    (a vector times a matrix: `data[:, i] @ data[:, i+1:]`) are BLAS's: one
+    call reads the matrix as fast, and a kernel per column count would be
+    compiled for nothing."""
     a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
     # (a symbolic N: BLAS, unguarded — the kernel's structure is per column)
     return (len(a) == 2 and len(b) == 2
             and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
             and not isinstance(b[1], SymDim) and 1 <= b[1] <= NARROW_N
-            and hint(a[1]) >= NARROW_MIN_K and not short_dot(op)
+            and hint(a[1]) >= NARROW_MIN_K and hint(a[0]) >= NARROW_MIN_M and not short_dot(op)
             # A's rows must be rows in memory (`h.T @ dlogits` reads columns: BLAS)
             and not blas_operand(op.lhs)[1])
 

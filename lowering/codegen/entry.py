@@ -84,12 +84,14 @@ def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck, ...], list[np.dtype
 class Alloc:
     """A fresh C-contiguous array for `slot`: `PyArray_NewFromDescr`, or,
     when `call` is set, `call[0](*call[1:])` (a Python allocator and its
-    arguments, all addresses of live objects)."""
+    arguments, all addresses of live objects), or the program's own array
+    at `static`."""
 
     slot: int
     shape: tuple[int, ...]
     descr: int
     call: tuple[int, ...] | None = None
+    static: int = 0  # the address of the program's own array for it (a new reference to it)
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,13 @@ class EntryCodegen:
         references made so far and return NULL (the failed call already set
         the exception)."""
         b = self.b
+        if owned is self.owned:  # the allocations so far: one shared exit drops them
+            ok = self.fn.append_basic_block("ok")
+            fail, count = self.shared_fail()
+            count.add_incoming(const(I64, len(owned)), b.block)
+            b.cbranch(b.icmp_unsigned("==", v, ir.Constant(OBJ, None)), fail, ok)
+            b.position_at_end(ok)
+            return
         fail = self.fn.append_basic_block("fail")
         ok = self.fn.append_basic_block("ok")
         b.cbranch(b.icmp_unsigned("==", v, ir.Constant(OBJ, None)), fail, ok)
@@ -203,6 +212,38 @@ class EntryCodegen:
             b.call(self.err_restore, [b.load(p) for p in saved])
         b.ret(ir.Constant(OBJ, None))
         b.position_at_end(ok)
+
+    def shared_fail(self) -> tuple[ir.Block, ir.PhiInstr]:
+        """The exit on a failure while the first n allocations are owned (n
+        its phi: each failing site adds itself): they are dropped in a loop
+        (linear code however many steps fail), the lock released if held."""
+        key = self.locked
+        if key in self._fails:
+            return self._fails[key]
+        keep = self.b
+        fail = self.fn.append_basic_block("fail.shared")
+        loop = self.fn.append_basic_block("fail.drop")
+        done = self.fn.append_basic_block("fail.done")
+        b = self.b = ir.IRBuilder(fail)
+        count = b.phi(I64)
+        b.cbranch(b.icmp_signed(">", count, const(I64, 0)), loop, done)
+        b.position_at_end(loop)
+        i = b.phi(I64)
+        i.add_incoming(const(I64, 0), fail)
+        b.call(self.decref, [b.load(b.gep(self.owned_arr, [const(I64, 0), i]))])
+        nxt = b.add(i, const(I64, 1))
+        i.add_incoming(nxt, loop)
+        b.cbranch(b.icmp_signed("<", nxt, count), loop, done)
+        b.position_at_end(done)
+        if self.locked:  # (the exception set aside while the lock is released)
+            saved = [b.alloca(OBJ) for _ in range(3)]
+            b.call(self.err_fetch, saved)
+            self.call_lock(1)
+            b.call(self.err_restore, [b.load(p) for p in saved])
+        b.ret(ir.Constant(OBJ, None))
+        self.b = keep
+        self._fails[key] = (fail, count)
+        return fail, count
 
     def call_lock(self, which: int) -> None:
         """lock.acquire() (0) or lock.release() (1); neither fails here (the
@@ -235,6 +276,8 @@ class EntryCodegen:
 
         vals: dict[int, ir.Value] = {i: argv[a] for i, a in enumerate(spec.inputs)}
         owned: list[ir.Value] = []
+        self.owned, self._fails = owned, {}
+        self.owned_arr = b.alloca(ir.ArrayType(OBJ, max(len(spec.allocs), 1)), name="owned")
         if spec.lock:
             self.call_lock(0)
             self.locked = True
@@ -242,6 +285,7 @@ class EntryCodegen:
             v = self.alloc(al)
             self.or_fail(v, owned)
             vals[al.slot] = v
+            b.store(v, b.gep(self.owned_arr, [const(I64, 0), const(I64, len(owned))]))
             owned.append(v)
 
         base = b.gep(objs, [const(I64, 0), const(I64, 0)])
@@ -344,6 +388,9 @@ class EntryCodegen:
 
     def alloc(self, al: Alloc) -> ir.Value:
         b = self.b
+        if al.static:
+            b.call(self.incref, [address(al.static)])
+            return address(al.static)
         if al.call is not None:
             fn, *call_args = al.call
             argv = self.table(OBJ, [address(a) for a in call_args], "callargs")
