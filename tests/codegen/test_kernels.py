@@ -12,7 +12,7 @@ import pytest
 from xdsl.parser import Parser
 
 import lowering
-from lowering.testing import assert_same_value
+from lowering.testing import TOLERANCES, assert_same_value
 from dialects import kernel as K
 from dialects import loop as L
 from lowering import dump
@@ -365,13 +365,23 @@ def test_a_math_function_called_from_many_places_is_called_not_inlined():
             return x
         return f
 
+    from collections import Counter
+
     x = np.random.default_rng(9).random((8, 40))
-    for n, inlined in ((1, True), (MATH_INLINE_MAX_CALLS + 1, False)):
+    for n in (1, MATH_INLINE_MAX_CALLS + 1):
         module, inputs = graph_inputs(chain(n), (x,))
         text, _ = emit_llvm(lower(module, "cpu", ["C"])[0])
-        attrs = re.search(r'define internal [^\n]*@"lowering\.tanh\.[^\n]*', text).group(0)
-        assert ("alwaysinline" in attrs) == inlined and ("noinline" in attrs) != inlined
-        assert_same_value(lowering.compile(chain(n))(x), chain(n)(x))
+        # each lane count's tanh is its own function (a 40-long row on 32
+        # lanes: the 32-lane one and the tail's), its calls counted apart
+        defs = re.findall(r'define internal [^\n]*@"(lowering\.tanh\.[^"]*)"([^\n]*)', text)
+        calls = Counter(re.findall(r'call [^@]*@"(lowering\.tanh\.[^"]*)"', text))
+        assert defs
+        for name, attrs in defs:
+            many = calls[name] > MATH_INLINE_MAX_CALLS
+            assert ("noinline" in attrs) == many and ("alwaysinline" in attrs) != many, (name, calls)
+        assert any(calls[name] > MATH_INLINE_MAX_CALLS for name, _ in defs) == (n > 1)
+        assert_same_value(lowering.compile(chain(n))(x), chain(n)(x),
+                          rtol=TOLERANCES.rtol(np.float64, "reduction", n * (40 + 3)))
 
 
 def test_a_long_chain_of_row_kernels_merges_in_bounded_runs_that_share_a_body():
@@ -398,5 +408,7 @@ def test_a_long_chain_of_row_kernels_merges_in_bounded_runs_that_share_a_body():
     assert all(sum(1 for o in k.body.walk() if isinstance(o, (L.ReduceOp, L.MapOp)))
                <= MERGE_ROWS_MAX_PASSES for k in kernels)
     f = lowering.compile(chain)
-    assert_same_value(f(x), chain(x))
+    # (40 steps of a 64-term mean, a tanh, a multiply and an add: the
+    # reduction budget of the chain, as `programs()` adds budgets along paths)
+    assert_same_value(f(x), chain(x), rtol=TOLERANCES.rtol(np.float64, "reduction", 40 * (64 + 3)))
     assert f.stats["kernel_bodies"] <= 2 and f.stats["eager_fallbacks"] == 0
