@@ -59,7 +59,7 @@ from .capture.tracer import (
 )
 from .capture.traced import TracedArray
 from .config import config, logger
-from .fastpath import MISS, make_fast_call
+from .fastpath import MISS, flat_positional, make_fast_call
 from .pipeline import compile_segment
 from .replay import replayer
 
@@ -188,15 +188,16 @@ class CompiledFunction:
         self.last_trace: Trace | None = None
         self.programs_run: list = []  # programs the last trace ran, in order
         self._fast: Callable | None = None  # generated call for the first plain entry
+        self._fast_kw = False  # whether it takes keyword arguments (`fastpath.access`)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     # ---- the call path ----------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if self._fast is not None and not kwargs:
+        if self._fast is not None and (not kwargs or self._fast_kw):
             try:
-                r = self._fast(*args)
+                r = self._fast(*args, **kwargs)
             except Exception as e:  # an error at run time: numpy's own, eagerly
                 return self._rerun(args, kwargs, e)
             if r is not MISS:
@@ -399,7 +400,8 @@ class CompiledFunction:
         if ((self._fast is None or symbols is not None) and not trace.breaks
                 and entry.fetch is None and not plan.writes):
             fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog, 0)
-            self._fast = fast if fast is not None else self._fast
+            if fast is not None:  # (one for keywords or nested arguments takes them)
+                self._fast, self._fast_kw = fast, not flat_positional(treedef, len(leaves))
         sources = list(leaves) + gvals
         if plan.failure is not None:
             return self._rerun(args, kwargs, plan.failure)

@@ -28,6 +28,81 @@ def flat_positional(treedef: Any, n: int) -> bool:
     return treedef == (tuple, ((tuple, (None,) * n), (dict, (), ())))
 
 
+def access(treedef: Any) -> tuple[list[str], list[str], dict[str, Any]] | None:
+    """How a call's leaves are read off `fast(*A, **K)` for a call of this
+    structure (keyword arguments, nested tuples, lists, dicts and
+    namedtuples): the checks that the call has it (types, lengths, keys in
+    order: a dict's order is part of its structure), each leaf's expression,
+    and the names the checks use; None for a structure it does not read (a
+    registered node, a key that is not a str or int)."""
+    conds: list[str] = []
+    exprs: list[str] = []
+    ns: dict[str, Any] = {}
+
+    def walk(td, at: str) -> bool:
+        if td is None:
+            exprs.append(at)
+            return True
+        t = td[0]
+        if t is dict:
+            keys, kids = td[1], td[2]
+            if not all(type(k) in (str, int) for k in keys):
+                return False
+            conds.append(f"type({at}) is dict and tuple({at}) == {tuple(keys)!r}")
+            return all(walk(d, f"{at}[{k!r}]") for k, d in zip(keys, kids))
+        if len(td) != 2 or not isinstance(t, type) or not issubclass(t, (tuple, list)):
+            return False
+        name = f"T{len(ns)}"
+        ns[name] = t
+        conds.append(f"type({at}) is {name} and len({at}) == {len(td[1])}")
+        return all(walk(d, f"{at}[{i}]") for i, d in enumerate(td[1]))
+
+    if not (isinstance(treedef, tuple) and len(treedef) == 2 and treedef[0] is tuple
+            and len(treedef[1]) == 2):
+        return None
+    args, kwargs = treedef[1]
+    if args[0] is not tuple or kwargs[0] is not dict:
+        return None
+    conds.append(f"len(A) == {len(args[1])}")
+    if not all(walk(d, f"A[{i}]") for i, d in enumerate(args[1])):
+        return None
+    if not walk(kwargs, "K"):
+        return None
+    return conds, exprs, ns
+
+
+def render(treedef: Any, values: list[str], ns: dict[str, Any]) -> str | None:
+    """The expression that builds a result of this structure from its
+    leaves' expressions (in order); None for one it does not build."""
+    it = iter(values)
+
+    def build(td) -> str | None:
+        if td is None:
+            return next(it)
+        t = td[0]
+        if t is dict:
+            if not all(type(k) in (str, int) for k in td[1]):
+                return None
+            parts = [build(d) for d in td[2]]
+            if None in parts:
+                return None
+            return "{" + ", ".join(f"{k!r}: {v}" for k, v in zip(td[1], parts)) + "}"
+        if len(td) != 2 or not isinstance(t, type) or not issubclass(t, (tuple, list)):
+            return None
+        parts = [build(d) for d in td[1]]
+        if None in parts:
+            return None
+        if t is tuple:
+            return "(" + "".join(f"{v}, " for v in parts) + ")"
+        if t is list:
+            return "[" + ", ".join(parts) + "]"
+        name = f"R{len(ns)}"
+        ns[name] = t  # a namedtuple
+        return f"{name}(" + ", ".join(parts) + ")"
+
+    return build(treedef)
+
+
 def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -> Callable | None:
     """The entry's cached call as one generated function (or, where it
     applies, a native builtin in front of it); None where the entry is not
@@ -39,8 +114,8 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     n = len(leaves)
     plan = trace.plan
     if isinstance(prog, DynamicProgram):
-        if not _plain(trace, prog, treedef, n, n_globals) or any(c.where != "L"
-                                                                  for c in guards.checks):
+        if (not _plain(trace, prog, treedef, n, n_globals) or not flat_positional(treedef, n)
+                or any(c.where != "L" for c in guards.checks)):
             return None
         return _dynamic_fast_call(guards, leaves, trace, prog, n)
     if not _plain(trace, prog, treedef, n, n_globals) or any(c.where != "L" for c in guards.checks):
@@ -54,8 +129,11 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     if ret is None:
         return None
     body.run_steps()
-    fast = body.compile(guards, n, ret)
-    if native.enabled():
+    fast = body.compile(guards, n, ret, treedef)
+    if fast is None:
+        return None
+    flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
+    if native.enabled() and flat_positional(treedef, n) and flat_out:  # (it returns those)
         entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast)
         if entry is not None:
             return entry
@@ -63,13 +141,14 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
 
 
 def _plain(trace, prog, treedef, n: int, n_globals: int) -> bool:
-    """A CPU program of one graph, called with flat positional arguments,
-    reading no Python state and writing nothing back."""
+    """A CPU program of one graph, called with arguments whose structure the
+    fast call reads (`access`), reading no Python state and writing nothing
+    back."""
     from .backends.cpu_backend import CpuProgram
     from .backends.cpu_dynamic import DynamicProgram
 
     return (isinstance(prog, (CpuProgram, DynamicProgram)) and not n_globals and not trace.breaks
-            and not trace.plan.writebacks and flat_positional(treedef, n)
+            and not trace.plan.writebacks and access(treedef) is not None
             and len(trace.segments) == 1)
 
 
@@ -207,9 +286,8 @@ class _FastBody:
                 res.append(f"v{slot}")
         if treedef is None:
             return f"    return {res[0]}"
-        if treedef == (tuple, (None,) * len(res)):
-            return f"    return ({', '.join(res)}{',' if len(res) == 1 else ''})"
-        return None
+        built = render(treedef, res, self.ns)
+        return None if built is None else f"    return {built}"
 
     def compile_body(self, ret: str) -> Callable:
         """`def body(L)`: the body alone (the caller checked the guards)."""
@@ -217,14 +295,27 @@ class _FastBody:
         exec(compile(src, "<lowering fast body>", "exec"), self.ns)
         return self.ns["body"]
 
-    def compile(self, guards, n: int, ret: str) -> Callable:
+    def compile(self, guards, n: int, ret: str, treedef: Any) -> Callable | None:
         """`def fast(*L)`: the entry's guards inlined (flat positional
         arguments: the structure check is the argument count; no mutation:
-        no overlap check), a miss returning MISS, then the body."""
+        no overlap check), a miss returning MISS, then the body. Other
+        structures (`access`): `def fast(*A, **K)`, the structure checked,
+        the leaves read into L, then the same. None where it reads none."""
         from runtime.guards import render_checks
 
-        conds = [f"len(L) == {n}"] + render_checks(guards.checks, self.ns)
-        head = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
+        if flat_positional(treedef, n):
+            conds = [f"len(L) == {n}"] + render_checks(guards.checks, self.ns)
+            head = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
+        else:  # keywords, nested arguments: their structure first, then the leaves' guards
+            read = access(treedef)
+            if read is None:
+                return None
+            shape, exprs, names = read
+            self.ns.update(names)
+            conds = render_checks(guards.checks, self.ns)
+            head = ["def fast(*A, **K):", "    if not (" + " and ".join(shape) + "):",
+                    "        return MISS", "    L = (" + "".join(f"{e}, " for e in exprs) + ")",
+                    "    if not (" + " and ".join(conds or ["True"]) + "):", "        return MISS"]
         src = "\n".join(head + self.lines + [ret]) + "\n"
         exec(compile(src, "<lowering fast call>", "exec"), self.ns)
         fast = self.ns["fast"]
