@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import itertools
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +27,20 @@ _entry_ids = itertools.count()
 
 def flat_positional(treedef: Any, n: int) -> bool:
     return treedef == (tuple, ((tuple, (None,) * n), (dict, (), ())))
+
+
+def keyword_call(treedef: Any, n: int) -> tuple[int, tuple[str, ...]] | None:
+    """(positional count, keyword names) of a call of n array leaves passed
+    positionally and by keyword, or None for another structure."""
+    if not (isinstance(treedef, tuple) and len(treedef) == 2 and treedef[0] is tuple):
+        return None
+    args, kwargs = treedef[1]
+    if (args[0] is not tuple or any(d is not None for d in args[1]) or kwargs[0] is not dict
+            or any(d is not None for d in kwargs[2]) or not all(type(k) is str for k in kwargs[1])):
+        return None
+    if len(args[1]) + len(kwargs[1]) != n:
+        return None
+    return len(args[1]), tuple(kwargs[1])
 
 
 def access(treedef: Any) -> tuple[list[str], list[str], dict[str, Any]] | None:
@@ -133,8 +148,10 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     if fast is None:
         return None
     flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
-    if native.enabled() and flat_positional(treedef, n) and flat_out:  # (it returns those)
-        entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast)
+    call = keyword_call(treedef, n)
+    if native.enabled() and call is not None and flat_out:  # (it returns those)
+        entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast,
+                              *call)
         if entry is not None:
             return entry
     return fast
@@ -390,7 +407,8 @@ def _flagged(run: Callable, collector) -> Callable:
     return call
 
 
-def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) -> Callable | None:
+def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
+                  nargs: int, kwnames: tuple[str, ...]) -> Callable | None:
     """The native builtin for this entry, or None where it does not apply:
     an argument that is not an exact ndarray of a canonical dtype, a
     multi-threaded kernel or one that checks indices, a big BLAS product, an
@@ -443,10 +461,13 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast) ->
     name = f"lowering_entry_{next(_entry_ids)}"
     flag_ints = list(range(FLAG_VALUES))  # kept alive: the entry embeds their addresses
     keep += [errors.check, flag_ints]
-    spec = EntrySpec(name, n, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
+    names = [sys.intern(k) for k in kwnames]  # (a call site's names are interned: by identity)
+    keep += names
+    spec = EntrySpec(name, nargs, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
                      tuple(s for s, _ in outs), as_tuple, id(fast), id(errors.check),
                      tuple(id(i) for i in flag_ints),
-                     (id(acquire), id(release)) if locking else ())
+                     (id(acquire), id(release)) if locking else (),
+                     tuple(id(k) for k in names))
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

@@ -39,6 +39,8 @@ API_PyArray_Type = 2
 API_PyArray_NewFromDescr = 94
 
 METH_FASTCALL = 0x0080  # CPython's methodobject.h
+METH_KEYWORDS = 0x0002
+TUPLE_SIZE, TUPLE_ITEMS = 16, 24  # PyTupleObject: ob_size, ob_item (64-bit CPython)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,10 @@ def _abi() -> ArrayAbi:
     if not ok:
         raise ImportError("lowering: numpy's array object layout is not the one native "
                           "entries read (type, data, nd, dimensions, strides, base, descr, flags)")
+    names = ("x", "y")  # a keyword names tuple: its size, then its items, after the header
+    if not (ctypes.c_ssize_t.from_address(id(names) + TUPLE_SIZE).value == 2
+            and ctypes.c_void_p.from_address(id(names) + TUPLE_ITEMS + word).value == id(names[1])):
+        raise ImportError("lowering: a tuple's layout is not the one native entries read")
     return abi
 
 
@@ -170,7 +176,9 @@ class NativeEntry:
         self.llvm_ir = llvm_ir
         self._keep = keep
         self._name = name.encode()
-        self._def = PyMethodDef(self._name, None, METH_FASTCALL, None)
+        keywords = bool(getattr(spec, "kwnames", ()))
+        self._def = PyMethodDef(self._name, None,
+                                METH_FASTCALL | (METH_KEYWORDS if keywords else 0), None)
 
     def builtin(self, address: int):
         """The builtin function calling the code at `address`; it keeps this

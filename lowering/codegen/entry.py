@@ -29,6 +29,8 @@ from runtime.native import (
     NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
     NPY_ARRAY_WRITEABLE,
+    TUPLE_ITEMS,
+    TUPLE_SIZE,
     ArrayAbi,
 )
 
@@ -133,6 +135,11 @@ class EntrySpec:
     # (acquire, release) bound methods of the program's lock, taken where the
     # entry makes Python calls (`Call`); () for none
     lock: tuple[int, int] | tuple[()] = ()
+    # keyword arguments by name (addresses of interned str objects, in call
+    # order: their values follow the positional ones in `args`); where set,
+    # the entry has METH_FASTCALL | METH_KEYWORDS's signature and a call
+    # naming other objects (or none) misses
+    kwnames: tuple[int, ...] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -163,7 +170,8 @@ class EntryCodegen:
         self.as_long = declare("PyLong_AsLong", I64, OBJ)
         self.err_fetch = declare("PyErr_Fetch", ir.VoidType(), *[OBJ.as_pointer()] * 3)
         self.err_restore = declare("PyErr_Restore", ir.VoidType(), OBJ, OBJ, OBJ)
-        self.fn = ir.Function(m, ir.FunctionType(OBJ, [OBJ, OBJ.as_pointer(), I64]), spec.name)
+        params = [OBJ, OBJ.as_pointer(), I64] + ([OBJ] if spec.kwnames else [])
+        self.fn = ir.Function(m, ir.FunctionType(OBJ, params), spec.name)
         self._globals = 0
         self.locked = False  # between the lock's acquire and its release
 
@@ -256,15 +264,23 @@ class EntryCodegen:
     # ---- the entry ---------------------------------------------------------
     def emit(self) -> str:
         spec = self.spec
-        _self, args, nargs = self.fn.args
+        _self, args, nargs = self.fn.args[:3]
+        kwnames = self.fn.args[3] if spec.kwnames else ir.Constant(OBJ, None)
         entry = self.fn.append_basic_block("entry")
         self.miss = self.fn.append_basic_block("miss")
         b = self.b = ir.IRBuilder(self.miss)
-        r = b.call(self.vectorcall, [address(spec.fallback), args, nargs, ir.Constant(OBJ, None)],
-                   tail=True)
+        r = b.call(self.vectorcall, [address(spec.fallback), args, nargs, kwnames], tail=True)
         b.ret(r)
 
         b.position_at_end(entry)
+        if spec.kwnames:  # the names, by identity (a call site's are interned)
+            self.require(b.icmp_unsigned("!=", kwnames, ir.Constant(OBJ, None)), "kw")
+            size = self.field(kwnames, TUPLE_SIZE, I64)
+            conds = [b.icmp_signed("==", size, const(I64, len(spec.kwnames)))]
+            self.require(self.all(conds), "kw.n")
+            conds = [b.icmp_unsigned("==", self.field(kwnames, TUPLE_ITEMS + 8 * j, OBJ), address(a))
+                     for j, a in enumerate(spec.kwnames)]
+            self.require(self.all(conds), "kw.names")
         width = max([len(k.slots) for k in spec.launches] + [1])
         argv_width = max([len(k.slots) for k in spec.launches if isinstance(k, Call)] + [1])
         callargs = b.alloca(ir.ArrayType(OBJ, argv_width), name="callargs")

@@ -435,3 +435,27 @@ def test_threads_calling_one_native_entry_with_externs_get_their_own_results():
     for t in threads:
         t.join()
     assert not bad
+
+
+# ---- keyword arguments --------------------------------------------------------
+
+def test_keyword_calls_are_native_and_other_names_miss():
+    def f(x, y=None, z=None):
+        return x * 2 + y - z
+
+    rng = np.random.default_rng(5)
+    x, y, z = (rng.standard_normal(16).astype(np.float32) for _ in range(3))
+    cf = lowering.compile(f, backend="cpu")
+    cf(x, y=y, z=z)
+    assert is_native(cf)
+    for _ in range(3):
+        assert same(cf(x, y=y, z=z), f(x, y=y, z=z))
+    # a name that is equal but not the interned object: the native check
+    # misses, the Python fast call reads it by name
+    name = "".join(["y"])
+    assert same(cf(x, **{name: y}, z=z), f(x, y=y, z=z))
+    # other orders, names and counts: the general path, their own results
+    assert same(cf(x, z=z, y=y), f(x, z=z, y=y))
+    assert same(cf(x, y=z, z=y), f(x, y=z, z=y))
+    assert same(cf(x, y, z), f(x, y, z))
+    assert same(cf(x, y=y, z=z), f(x, y=y, z=z))
