@@ -117,7 +117,7 @@ def _engine_get():
 COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0, "blas_modules": 0}
 
 
-def optimize(ir_text: str):
+def optimize(ir_text: str, speed: int = 3):
     tm = target_machine()
     mod = llvm.parse_assembly(ir_text)
     mod.triple = tm.triple
@@ -127,7 +127,7 @@ def optimize(ir_text: str):
     # with vector types already, and those two passes were 40 % of the MLP
     # step's compile time (1.05 -> 0.69 s) for no measured change in any
     # benchmark kernel's speed
-    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto = llvm.create_pipeline_tuning_options(speed_level=speed)
     pto.loop_vectorization = False
     pto.slp_vectorization = False
     pb = llvm.create_pass_builder(tm, pto)
@@ -135,10 +135,11 @@ def optimize(ir_text: str):
     return mod
 
 
-def jit(ir_text: str, names: list[str], what: str = "kernel_modules") -> dict[str, int]:
+def jit(ir_text: str, names: list[str], what: str = "kernel_modules",
+        speed: int = 3) -> dict[str, int]:
     """Compile LLVM IR into the process engine; addresses of `names`
-    (`what` it is, for COUNTS)."""
-    mod = optimize(ir_text)
+    (`what` it is, for COUNTS; `speed` the optimizer's level)."""
+    mod = optimize(ir_text, speed)
     with _lock:
         COUNTS[what] += 1
         ee = _engine_get()

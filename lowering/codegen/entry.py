@@ -116,6 +116,23 @@ class Call:
     slots: tuple[int, ...]
 
 
+TABLE_MIN = 8  # a run of this many kernel launches or more is a loop over a table
+
+
+def launch_runs(launches) -> list[tuple[int, int]]:
+    """[start, stop) of each run of TABLE_MIN or more consecutive kernel
+    launches (with work to do, on buffers)."""
+    runs, start = [], None
+    for i, k in enumerate([*launches, None]):
+        if isinstance(k, Launch) and k.work > 0 and k.slots:
+            start = i if start is None else start
+            continue
+        if start is not None and i - start >= TABLE_MIN:
+            runs.append((start, i))
+        start = None
+    return runs
+
+
 @dataclass(frozen=True)
 class EntrySpec:
     name: str
@@ -307,25 +324,19 @@ class EntryCodegen:
         base = b.gep(objs, [const(I64, 0), const(I64, 0)])
         raised = const(I32, 0)
         cargs = b.gep(callargs, [const(I64, 0), const(I64, 0)])
-        for k in spec.launches:
-            if isinstance(k, Call):
-                for j, s in enumerate(k.slots):
-                    b.store(vals[s], b.gep(cargs, [const(I64, j)]))
-                r = b.call(self.vectorcall, [address(k.fn), cargs, const(I64, len(k.slots)),
-                                             ir.Constant(OBJ, None)])
-                self.or_fail(r, owned)
-                raised = b.or_(raised, b.trunc(b.call(self.as_long, [r]), I32))
-                b.call(self.decref, [r])
-                continue
-            if k.work <= 0:
-                continue
-            for j, s in enumerate(k.slots):
-                b.store(vals[s], b.gep(base, [const(I64, j)]))
-            kernel = b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel")
-            scalars = (b.inttoptr(const(I64, k.scalars), I64.as_pointer()) if k.scalars
-                       else ir.Constant(I64.as_pointer(), None))
-            r = b.call(kernel, [const(I64, 0), const(I64, k.work), base, scalars])
-            raised = b.or_(raised, r)
+        runs = launch_runs(spec.launches)
+        slot_arr = None
+        if runs:  # every buffer by slot, for the tables' loops
+            n_slots = 1 + max([*vals, *(s for k in spec.launches for s in k.slots)])
+            slot_arr = b.alloca(ir.ArrayType(OBJ, n_slots), name="slots")
+            for s, v in vals.items():
+                b.store(v, b.gep(slot_arr, [const(I64, 0), const(I64, s)]))
+        at = 0
+        for start, stop in runs + [(len(spec.launches), len(spec.launches))]:
+            raised = self.launch_each(spec.launches[at:start], vals, base, cargs, raised, owned)
+            if start < stop:
+                raised = self.launch_table(spec.launches[start:stop], slot_arr, base, width, raised)
+            at = stop
         if spec.launches:
             self.check_flags(raised, owned)
         if spec.lock:
@@ -345,6 +356,68 @@ class EntryCodegen:
             b.call(self.tuple_set, [t, const(I64, i), v])  # steals v; cannot fail here
         b.ret(t)
         return str(self.module)
+
+    def launch_each(self, launches, vals, base, cargs, raised, owned) -> ir.Value:
+        """Launches and calls, one call instruction each."""
+        b = self.b
+        for k in launches:
+            if isinstance(k, Call):
+                for j, s in enumerate(k.slots):
+                    b.store(vals[s], b.gep(cargs, [const(I64, j)]))
+                r = b.call(self.vectorcall, [address(k.fn), cargs, const(I64, len(k.slots)),
+                                             ir.Constant(OBJ, None)])
+                self.or_fail(r, owned)
+                raised = b.or_(raised, b.trunc(b.call(self.as_long, [r]), I32))
+                b.call(self.decref, [r])
+                continue
+            if k.work <= 0:
+                continue
+            for j, s in enumerate(k.slots):
+                b.store(vals[s], b.gep(base, [const(I64, j)]))
+            kernel = b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel")
+            scalars = (b.inttoptr(const(I64, k.scalars), I64.as_pointer()) if k.scalars
+                       else ir.Constant(I64.as_pointer(), None))
+            r = b.call(kernel, [const(I64, 0), const(I64, k.work), base, scalars])
+            raised = b.or_(raised, r)
+        return raised
+
+    def launch_table(self, launches, slot_arr, base, width: int, raised) -> ir.Value:
+        """A run of kernel launches as a loop over a constant table (each
+        row: the kernel, its work, its scalars, its buffers' slots), so the
+        entry's code does not grow with the number of launches."""
+        b = self.b
+        row = 3 + width
+        cells = []
+        for k in launches:
+            slots = list(k.slots) + [k.slots[0]] * (width - len(k.slots))
+            cells += [const(I64, v) for v in (k.fn, k.work, k.scalars, *slots)]
+        table = self.table(I64, cells, "launches")
+        pre = b.block
+        loop = self.fn.append_basic_block("table")
+        done = self.fn.append_basic_block("table.done")
+        b.branch(loop)
+        b.position_at_end(loop)
+        i = b.phi(I64)
+        acc = b.phi(I32)
+        i.add_incoming(const(I64, 0), pre)
+        acc.add_incoming(raised, pre)
+        cell = b.gep(table, [b.mul(i, const(I64, row))])
+
+        def word(j: int) -> ir.Value:
+            return b.load(b.gep(cell, [const(I64, j)]))
+
+        for j in range(width):
+            obj = b.load(b.gep(slot_arr, [const(I64, 0), word(3 + j)]))
+            b.store(obj, b.gep(base, [const(I64, j)]))
+        kernel = b.inttoptr(word(0), KERNEL.as_pointer())
+        r = b.call(kernel, [const(I64, 0), word(1), base, b.inttoptr(word(2), I64.as_pointer())])
+        nacc = b.or_(acc, r)
+        nxt = b.add(i, const(I64, 1))
+        i.add_incoming(nxt, loop)
+        acc.add_incoming(nacc, loop)
+        b.cbranch(b.icmp_signed("<", nxt, const(I64, len(launches))), loop, done)
+        b.position_at_end(done)
+        return nacc
 
     def check_flags(self, raised: ir.Value, owned: list[ir.Value]) -> None:
         """Where a kernel raised IEEE exceptions: the Python check decides

@@ -459,3 +459,31 @@ def test_keyword_calls_are_native_and_other_names_miss():
     assert same(cf(x, y=z, z=y), f(x, y=z, z=y))
     assert same(cf(x, y, z), f(x, y, z))
     assert same(cf(x, y=y, z=z), f(x, y=y, z=z))
+
+
+def row_fill(x, d):
+    out = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        out[i] = x[i] / d[i] + i
+    return out
+
+
+def test_a_long_run_of_launches_is_a_loop_over_a_table():
+    """Twelve row stores: one loop over a table of launches in the entry
+    (its code does not grow with the launches), the same results, and an
+    IEEE flag raised by any of them reaches the errstate check."""
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((12, 8))
+    d = rng.standard_normal((12, 8)) + 3.0
+    f = compiled(row_fill, x, d)
+    assert is_native(f)
+    assert 'table:' in f._fast.__self__.llvm_ir
+    for _ in range(2):
+        assert same(f(x, d), row_fill(x, d))
+    d0 = d.copy()
+    d0[9, 3] = 0.0  # a division by zero in the tenth launch
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            f(x, d0)
+    with np.errstate(divide="ignore"):
+        assert same(f(x, d0), row_fill(x, d0))
