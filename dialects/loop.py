@@ -332,8 +332,8 @@ class ExternOp(IRDLOperation):
     def __init__(self, fn: str, inputs: Sequence[SSAValue], outputs: Sequence[SSAValue],
                  computes: Operation | None = None,
                  views: Sequence[Sequence[Operation]] | None = None):
-        """`views[i]`: the view ops (innermost first) from the tensor value
-        input i stands for to the operand `computes` reads in its place
+        """`views[i]`: the view ops, in order from the tensor value input i
+        stands for out to the operand `computes` reads in its place
         (`computes`' operands in order, one chain each; empty: the input
         itself)."""
         props: dict[str, Attribute] = {"fn": StringAttr(fn), "num_inputs": IntegerAttr(len(inputs), i64)}

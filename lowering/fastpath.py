@@ -256,10 +256,12 @@ class _FastBody:
         self.lines.append(f"        v{st.slot} = {alloc}({tuple(st.shape)!r}, D{k})")
 
     def kernel(self, k: int, st) -> None:
-        from runtime import cpu
+        from runtime import blas, cpu
 
-        # one thread: call without releasing the GIL (cheaper for small work)
-        self.ns[f"K{k}"] = cpu.serial_entry(st.fn) if st.threads <= 1 else st.fn
+        # one thread: call without releasing the GIL (cheaper for small work;
+        # a big BLAS product releases it, as numpy's matmul does)
+        serial = st.threads <= 1 and st.flops < blas.SMALL_FLOPS
+        self.ns[f"K{k}"] = cpu.serial_entry(st.fn) if serial else st.fn
         self.ns[f"P{k}"] = st.ptrs
         for j, s in enumerate(st.bufs):
             self.lines.append(f"        P{k}[{j}] = id(v{s})")
@@ -268,7 +270,7 @@ class _FastBody:
         if checked:  # index checks: the status words
             self.ns[f"C{k}"], self.ns[f"W{k}"] = st.checks, st.checks.status
             self.lines.append(f"        W{k}[0] = 0")
-        if st.work > 0 and st.threads <= 1:
+        if st.work > 0 and serial:
             self.lines.append(f"        {self.fl} K{k}(0, {st.work}, P{k}, {scalars})")
         elif st.work > 0:
             self.lines.append(f"        {self.fl} launch(K{k}, {st.work}, P{k}, {scalars}, "
@@ -446,7 +448,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
             fn, bufs, work, threads, index_checks = st.fn, st.bufs, st.work, st.threads, st.checks
             if threads > 1 or index_checks is not None:  # (the Python entry raises)
                 return None
-            if st.flops >= blas.SMALL_FLOPS:  # (a big product releases the GIL: ctypes does)
+            if st.flops >= blas.SMALL_FLOPS:  # (a big product runs without the GIL: not here)
                 return None
             keep += [fn, st.scalars]
             launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work,

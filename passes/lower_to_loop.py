@@ -541,7 +541,6 @@ class Lowering:
             views = self.extern_views(op)
             if views is not None:  # (a view realized for another reason: its buffer)
                 views = [(o, []) if o in self.buffer else sv for o, sv in zip(op.operands, views)]
-            if views is not None:
                 ins = [self.buffer[src] for src, _ in views]
                 if isinstance(op, A.DotOp):
                     fn = "matmul"
@@ -627,7 +626,7 @@ def overwritten(block: Block, uses: Counter) -> set[SSAValue]:
 
 
 def extern_view(v: SSAValue) -> tuple[SSAValue, list[Operation]]:
-    """(source, view ops from it to v, innermost first): an extern (a numpy
+    """(source, the view ops from it out to v, in order): an extern (a numpy
     routine, a BLAS matmul) reads v as a numpy view of the source's buffer
     (`loop.extern` views: a stride-0 broadcast, a strided slice or
     transpose, a reshape) instead of a copy of v made by a kernel. The walk

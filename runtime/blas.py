@@ -79,9 +79,11 @@ def matmul(ta: bool, tb: bool, flops: int) -> Callable:
 # and `64_` suffix) exports CBLAS; a matmul the backend can describe as one
 # gemm or gemv per batch (`call`) is launched as a kernel that calls the
 # routine by address, so it needs no Python between launches (the native
-# entry launches it too). A small product runs on one BLAS thread through
-# OpenBLAS's per-thread count (`openblas_set_num_threads_local`: no global
-# state, no lock).
+# entry launches it too). A small product runs on one BLAS thread: the
+# launcher sets OpenBLAS's count to 1 (`openblas_set_num_threads_local`,
+# which in numpy's pthreads build sets the process's count) and back, and is
+# called with the GIL held, so no two small products' settings interleave
+# (a big product releases the GIL and leaves the count alone).
 ROUTINES = {"sgemm": "scipy_cblas_sgemm64_", "dgemm": "scipy_cblas_dgemm64_",
             "sgemv": "scipy_cblas_sgemv64_", "dgemv": "scipy_cblas_dgemv64_"}
 SET_LOCAL_THREADS = "openblas_set_num_threads_local"
@@ -156,11 +158,11 @@ def call(kind: str, a: Strided, b: Strided, c: Strided) -> tuple[str, tuple[int,
     None where BLAS cannot read them as they are (no unit stride, a negative
     or zero step, an empty dim, batch dims that do not merge). Strides and
     offsets are in elements."""
-    (sha, sta, oa), (shb, stb, ob), (_, stc, oc) = a, b, c
+    (sha, sta, oa), (shb, stb, ob), (shc, stc, oc) = a, b, c
     m, k = sha[-2:]
     n = shb[-1]
-    if min(m, n, k) == 0 or min((*sta, *stb, oa, ob)) < 0:
-        return None
+    if 0 in (*sha, *shb, *shc) or min((*sta, *stb, oa, ob)) < 0:
+        return None  # (an empty batch too: nothing to call BLAS for)
     batch = _batch(a, b, c)
     if batch is None:
         return None

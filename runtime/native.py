@@ -190,10 +190,9 @@ class NativeEntry:
         return f"<lowering native entry {self.name}>"
 
 
-def jit_entry(ir_text: str, name: str) -> int:
-    # (straight-line calls and checks: -O1 makes the same code as -O3 here,
-    # in a fraction of the time for an entry of hundreds of launches)
-    return cpu.jit(ir_text, [name], "entry_modules", speed=ENTRY_SPEED)[name]
-
-
+# (an entry is checks and calls: the optimizer's -O1 is enough)
 ENTRY_SPEED = 1
+
+
+def jit_entry(ir_text: str, name: str) -> int:
+    return cpu.jit(ir_text, [name], "entry_modules", speed=ENTRY_SPEED)[name]

@@ -255,7 +255,7 @@ class KernelStep:
     checks: IndexChecks | None = None
     scalars: object = None  # ctypes array of int64, or None
     scalars_address: int | None = None  # (its address, taken once)
-    flops: int = 0  # a BLAS launch's (the native entry holds the GIL: small ones only)
+    flops: int = 0  # a BLAS launch's: a big one runs without the GIL (not in a native entry)
 
     @property
     def slots(self) -> tuple[int, ...]:
@@ -403,19 +403,12 @@ def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
     constant's extern), if any."""
     if e.fn.startswith("matmul"):
         matmul = blas.matmul(*e.transposed, e.flops)
-        if e.op is not None:  # its operands: views of its inputs
-            views = numpy_backend.extern_operands(e.op)
+        # (its operands: views of its inputs, where it has a body)
+        views = numpy_backend.extern_operands(e.op) if e.op is not None else None
 
-            def run_viewed(a, b, out, matmul=matmul, views=views):
-                try:
-                    matmul(*views(a, b), out)
-                except Exception as err:  # (numpy's matmul: its error is numpy's)
-                    raise errors.as_numpy(err)
-            return run_viewed, None
-
-        def run_matmul(*arrs, matmul=matmul):
+        def run_matmul(a, b, out, matmul=matmul, views=views):
             try:
-                matmul(*arrs)
+                matmul(*(views(a, b) if views is not None else (a, b)), out)
             except Exception as err:  # (numpy's matmul: its error is numpy's)
                 raise errors.as_numpy(err)
         return run_matmul, None
@@ -483,11 +476,16 @@ class CpuProgram:
                           None if scalars is None else ctypes.addressof(scalars))
 
     def _blas_step(self, p: BlasPlan) -> KernelStep:
-        fns = blas.routines()
-        setter = fns["set_local_threads"] if p.flops < blas.SMALL_FLOPS else 0
+        fns, address = blas.routines(), cpu_blas.launcher(p.routine)
+        if fns is None or address is None:  # (a plan from the disk cache, read elsewhere)
+            raise ValueError("a BLAS step, and numpy's BLAS has no CBLAS routines here")
+        small = p.flops < blas.SMALL_FLOPS
+        setter = fns["set_local_threads"] if small else 0
         scalars = (ctypes.c_int64 * (SCALAR_PARAMS + 2 + len(p.words)))(
             0, 0, fns[p.routine], setter, *p.words)
-        fn = cpu.KERNEL_TYPE(cpu_blas.launcher(p.routine))
+        # a small product sets BLAS's thread count and back: with the GIL held
+        # (`runtime.blas`); a big one releases it, as numpy's matmul does
+        fn = (cpu.SERIAL_KERNEL_TYPE if small else cpu.KERNEL_TYPE)(address)
         return KernelStep(fn, p.args, 1, 1, (ctypes.c_void_p * 3)(), None, scalars,
                           ctypes.addressof(scalars), p.flops)
 

@@ -71,7 +71,7 @@ def _launcher(module: ir.Module, routine: str) -> None:
         b.store(b.call(b.inttoptr(setter, set_ty.as_pointer()), [ir.Constant(I32, 1)]), prev_slot)
     loop, done = body.append_basic_block("batch"), body.append_basic_block("done")
     start = b.block
-    b.branch(loop)
+    b.cbranch(b.icmp_signed(">", count, ir.Constant(I64, 0)), loop, done)
     b.position_at_end(loop)
     i = b.phi(I64)
     i.add_incoming(ir.Constant(I64, 0), start)

@@ -230,11 +230,8 @@ class EntryCodegen:
         b.position_at_end(fail)
         for o in owned:
             b.call(self.decref, [o])
-        if self.locked:  # (the exception set aside while the lock is released)
-            saved = [b.alloca(OBJ) for _ in range(3)]
-            b.call(self.err_fetch, saved)
-            self.call_lock(1)
-            b.call(self.err_restore, [b.load(p) for p in saved])
+        if self.locked:
+            self.release_saving_error()
         b.ret(ir.Constant(OBJ, None))
         b.position_at_end(ok)
 
@@ -260,23 +257,32 @@ class EntryCodegen:
         i.add_incoming(nxt, loop)
         b.cbranch(b.icmp_signed("<", nxt, count), loop, done)
         b.position_at_end(done)
-        if self.locked:  # (the exception set aside while the lock is released)
-            saved = [b.alloca(OBJ) for _ in range(3)]
-            b.call(self.err_fetch, saved)
-            self.call_lock(1)
-            b.call(self.err_restore, [b.load(p) for p in saved])
+        if self.locked:
+            self.release_saving_error()
         b.ret(ir.Constant(OBJ, None))
         self.b = keep
         self._fails[key] = (fail, count)
         return fail, count
 
     def call_lock(self, which: int) -> None:
-        """lock.acquire() (0) or lock.release() (1); neither fails here (the
-        lock is the program's own, released only by its holder)."""
+        """lock.acquire() (0) or lock.release() (1). An acquire can fail (a
+        signal handler raising while it waits): the entry returns NULL then,
+        holding nothing. A release cannot (the lock is the program's own,
+        released only by its holder)."""
         b = self.b
         r = b.call(self.vectorcall, [address(self.spec.lock[which]), ir.Constant(OBJ.as_pointer(), None),
                                      const(I64, 0), ir.Constant(OBJ, None)])
+        if which == 0:
+            self.or_fail(r, self.owned)  # (nothing owned yet, not locked)
         b.call(self.decref, [r])
+
+    def release_saving_error(self) -> None:
+        """Release the lock with the pending exception set aside."""
+        b = self.b
+        saved = [b.alloca(OBJ) for _ in range(3)]
+        b.call(self.err_fetch, saved)
+        self.call_lock(1)
+        b.call(self.err_restore, [b.load(p) for p in saved])
 
     # ---- the entry ---------------------------------------------------------
     def emit(self) -> str:

@@ -172,3 +172,34 @@ def test_the_plan_of_a_shared_rhs_batch_is_one_product():
     assert cpu_blas._reshaped((4, 6), (14, 2), (24,)) is None
     assert cpu_blas._reshaped((4, 6), (12, 2), (24,)) == (2,)
     assert cpu_blas._reshaped((4, 6), (6, 1), (2, 12)) == (12, 1)
+
+
+@pytest.mark.parametrize("shapes", [((3, 64, 64), (64, 64)), ((3, 4, 3), (3, 1)),
+                                    ((3, 1, 4), (4, 5)), ((3, 4, 5), (3, 5, 6))])
+def test_an_empty_batch_calls_no_blas(shapes):
+    """`a[3:] @ b` of 3 batches (a loop's last slice): nothing to multiply;
+    BLAS must not be called on the empty buffers (it wrote past them)."""
+    sa, sb = shapes
+    a, b = np.ones(sa), np.ones(sb)
+    f = lowering.compile(lambda a, b: a[3:] @ b[3:] if b.ndim == 3 else a[3:] @ b, backend="cpu")
+    want = (a[3:] @ b[3:]) if b.ndim == 3 else a[3:] @ b
+    for _ in range(50):
+        got = f(a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype
+    assert blas.call("d", ((0, 4, 5), (20, 5, 1), 0), ((5, 6), (6, 1), 0),
+                     ((0, 4, 6), (24, 6, 1), 0)) is None
+
+
+def test_a_big_product_releases_the_gil_in_the_fast_call():
+    """Small BLAS launches hold the GIL (they set BLAS's thread count and
+    back); a big one is launched as numpy runs its matmul, without it."""
+    big = lowering.compile(lambda a, b: a @ b, backend="cpu")
+    a = np.ones((400, 400))
+    big(a, a)
+    src = getattr(big._fast, "source", None) or big._fast.__self__.source
+    assert "launch(K" in src  # (ctypes: the GIL released)
+    small = lowering.compile(lambda a, b: a @ b, backend="cpu")
+    s = np.ones((8, 8))
+    small(s, s)
+    src = getattr(small._fast, "source", None) or small._fast.__self__.source
+    assert "launch(K" not in src

@@ -487,3 +487,53 @@ def test_a_long_run_of_launches_is_a_loop_over_a_table():
             f(x, d0)
     with np.errstate(divide="ignore"):
         assert same(f(x, d0), row_fill(x, d0))
+
+
+class Interrupt(BaseException):
+    pass
+
+
+def test_an_interrupted_lock_acquire_raises_and_holds_nothing(monkeypatch):
+    """A signal handler can raise while an entry waits for its program's
+    lock: the entry raises it, holds no lock, leaks nothing, and the next
+    call runs."""
+    import threading
+
+    from lowering.backends import cpu_backend
+
+    real = threading.Lock
+    state = {"fail": False, "held": 0}
+
+    class Lock:
+        def __init__(self):
+            self._lock = real()
+
+        def acquire(self, *a, **k):
+            if state["fail"]:
+                raise Interrupt()
+            state["held"] += 1
+            return self._lock.acquire(*a, **k)
+
+        def release(self):
+            state["held"] -= 1
+            self._lock.release()
+
+        __enter__ = acquire
+
+        def __exit__(self, *exc):
+            self.release()
+
+    def sort_then_shift(x, y):  # (a program of its own: not one an earlier test built)
+        return np.sort(x * 5.0) - y * 7.0
+
+    monkeypatch.setattr(cpu_backend.threading, "Lock", Lock)
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal(300), rng.standard_normal(300)
+    f = compiled(sort_then_shift, x, y)
+    assert is_native(f)
+    state["fail"] = True
+    with pytest.raises(Interrupt):
+        f(x, y)
+    assert state["held"] == 0
+    state["fail"] = False
+    assert same(f(x, y), sort_then_shift(x, y)) and state["held"] == 0
