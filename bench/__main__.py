@@ -1,5 +1,7 @@
 """`python -m bench`: the CPU workloads of shared/BENCH.md on every peer
 installed here, in one process; writes bench/results/<host>-cpu.{json,md,png}.
+`python -m bench --programs` runs the real-programs benchmark of
+bench/programs instead (its options: `python -m bench --programs --help`).
 
 See bench/README.md. Nothing heavy is imported before the OpenBLAS
 variables are dealt with (bench.env)."""
@@ -70,6 +72,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="keep OPENBLAS_CORETYPE/OPENBLAS_L2_SIZE instead of re-running without them",
     )
+    ap.add_argument(
+        "--programs",
+        action="store_true",
+        help="the real numpy programs of bench/programs instead of W1–W8/R1–R3 "
+        "(options: python -m bench --programs --help)",
+    )
     ap.add_argument("--child-json", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.only = [k.strip().upper() for k in a.only.split(",") if k.strip()]
@@ -132,12 +140,29 @@ def run_alloc_reuse(a: argparse.Namespace) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--programs" in argv:
+        return programs(argv)
     a = parse(argv)
     if not a.keep_openblas_env:
         env.reexec_without_openblas_overrides(argv)
     cache = env.set_peer_defaults()
     try:
         return _main(a, argv)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def programs(argv: list[str]) -> int:
+    """`--programs`: bench.programs.run with the rest of the arguments, after
+    the same OpenBLAS re-execution and peer settings as the main bench."""
+    rest = [x for x in argv if x not in ("--programs", "--keep-openblas-env")]
+    if "--keep-openblas-env" not in argv and not {"-h", "--help"} & set(rest):
+        env.reexec_without_openblas_overrides(argv)
+    cache = env.set_peer_defaults()
+    try:
+        from .programs import run
+
+        return run.main(rest)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
