@@ -633,7 +633,9 @@ def extern_view(v: SSAValue) -> tuple[SSAValue, list[Operation]]:
     stops at a size symbol (a view's numpy arguments are plain sizes) and
     at the last source no bigger than v (a slice of a computed value is not
     worth computing all of that value for), unless the source is an
-    argument (its buffer is there already)."""
+    argument (its buffer is there already) or read by other ops too (its
+    slices in a loop: computed once, each read where it lies, instead of
+    each slice computing its part again)."""
     chain: list[Operation] = []
     while (isinstance(v.owner, (A.BroadcastOp, A.TransposeOp, A.SliceOp, A.ReshapeOp))
            and not symbols_of([v.type, v.owner.operands[0].type, list(v.owner.properties.values())])):
@@ -641,7 +643,8 @@ def extern_view(v: SSAValue) -> tuple[SSAValue, list[Operation]]:
         v = v.owner.operands[0]
     chain.reverse()
     size = _size(chain[-1].results[0]) if chain else 0
-    while chain and not isinstance(v, BlockArgument) and _size(v) > size:
+    while (chain and not isinstance(v, BlockArgument) and _size(v) > size
+           and len(set(u.operation for u in v.uses)) < 2):
         v = chain.pop(0).results[0]
     return v, chain
 
