@@ -62,6 +62,19 @@ class SliceOfInsertSlice(RewritePattern):
             rewriter.replace(op, [], [src.source])
 
 
+class InsertSliceTwice(RewritePattern):
+    """Writing a window again with what it already holds changes nothing:
+    `x[w] -= y` stores its result through the view and again by the
+    assignment (the same source, the same window, twice)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: A.InsertSliceOp, rewriter: PatternRewriter) -> None:
+        inner = op.dest.owner
+        if (isinstance(inner, A.InsertSliceOp) and inner.source is op.source
+                and inner.start == op.start and inner.step == op.step):
+            rewriter.replace(op, [], [inner.result])
+
+
 @dataclass(frozen=True)
 class ArrayCanonicalize(ModulePass):
     name = "array-canonicalize"
@@ -69,4 +82,5 @@ class ArrayCanonicalize(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GreedyRewritePatternApplier([
             FoldIdentity(), ReshapeOfReshape(), TransposeOfTranspose(), SliceOfInsertSlice(),
+            InsertSliceTwice(),
         ])).rewrite_module(op)

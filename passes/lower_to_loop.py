@@ -384,7 +384,7 @@ class Lowering:
             # (K, N) so that its rows load as vectors
             return [o for o in op.operands if not isinstance(o, BlockArgument)
                     or o.owner is not self.block]
-        if in_place(op, self.uses):
+        if in_place_after_reads(op, self.uses):
             return [op.dest, op.result]  # the source is computed in its kernel
         if not generated(op):
             views = self.extern_views(op)
@@ -524,7 +524,7 @@ class Lowering:
         return a.memref
 
     def _realize(self, op: Operation, v: SSAValue) -> None:
-        if in_place(op, self.uses):
+        if in_place_after_reads(op, self.uses):
             if v not in self.buffer:
                 self.buffer[v] = self.buffer[op.dest]
                 InsertEmitter(self, v, self.buffer[v]).emit()
@@ -587,6 +587,112 @@ def in_place(op: Operation, uses: Counter) -> bool:
     return (isinstance(op, A.InsertSliceOp) and not isinstance(op.dest, BlockArgument)
             and uses[op.dest] == 1 and not any(_half(v) for v in (op.source, op.dest))
             and op.source.type.element_type == op.dest.type.element_type)
+
+
+def in_place_after_reads(op: Operation, uses: Counter) -> bool:
+    """`in_place`, or a slice assignment whose destination is otherwise read
+    only by routines (externs, through views) that run before it and by its
+    own new part, which reads it only apart from the window or at the very
+    point it writes: `x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]` and `C[i,
+    :i+1] = beta * C[i, :i+1] + ...` in a loop write into the array's own
+    buffer instead of copying all of it every iteration."""
+    if in_place(op, uses):
+        return True
+    if (not isinstance(op, A.InsertSliceOp) or isinstance(op.dest, BlockArgument)
+            or any(_half(v) for v in (op.source, op.dest))
+            or op.source.type.element_type != op.dest.type.element_type):
+        return False
+    dest = op.dest
+    window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
+    if window is None:
+        return False
+    shape = _squeezed(op.source.type.get_shape())
+    # the new part: dest reached through a routine's result, a slice apart
+    # from the window, or the window itself point by point
+    expr: set = set()
+    stack, seen = [(op.source, True)], set()
+    while stack:
+        v, pointwise = stack.pop()
+        if v is dest:
+            return False
+        if (v, pointwise) in seen or isinstance(v, BlockArgument) or not generated(v.owner):
+            continue
+        seen.add((v, pointwise))
+        expr.add(v)
+        owner = v.owner
+        if isinstance(owner, A.SliceOp) and owner.input is dest:
+            box = _box(A.ints(owner.start), A.ints(owner.step), v.type.get_shape())
+            if box is not None and (_disjoint(box, window) or (
+                    pointwise and box == window and _squeezed(v.type.get_shape()) == shape)):
+                continue
+            return False
+        flat = ((is_elementwise(owner) and not isinstance(owner, A.ConstantOp))
+                or (isinstance(owner, A.ReshapeOp)  # (unit dims only)
+                    and _squeezed(owner.input.type.get_shape()) == _squeezed(v.type.get_shape())))
+        stack.extend((o, pointwise and flat and _squeezed(o.type.get_shape()) == _squeezed(
+            v.type.get_shape())) for o in owner.operands)
+    # the new part's values that read dest are computed once, in op's kernel:
+    # none read elsewhere (another kernel would compute them again later,
+    # from the written buffer)
+    reads: dict = {}
+
+    def reads_dest(v) -> bool:
+        if v not in expr:
+            return False
+        if v not in reads:
+            reads[v] = False  # (a DAG: no cycles; memo first)
+            owner = v.owner
+            reads[v] = ((isinstance(owner, A.SliceOp) and owner.input is dest)
+                        or any(reads_dest(o) for o in owner.operands))
+        return reads[v]
+
+    for v in expr:
+        if reads_dest(v) and any(u.operation is not op and not any(
+                r in expr for r in u.operation.results) for u in v.uses):
+            return False
+    # every other reader: the new part, or views ending in routines placed before op
+    todo = [u.operation for u in dest.uses if u.operation is not op]
+    while todo:
+        user = todo.pop()
+        if any(r in expr for r in user.results):
+            continue
+        if is_view(user):
+            todo.extend(u.operation for u in user.results[0].uses)
+        elif generated(user) or user.parent_block() is not op.parent_block() \
+                or not user.is_before_in_block(op):
+            return False
+    return True
+
+
+def _squeezed(shape) -> tuple:
+    return tuple(n for n in shape if n != 1)
+
+
+def _box(start, step, shape) -> tuple[tuple[int, int, int], ...] | None:
+    """Per dim (first index, step, count) of a static slice; None where a
+    bound is a size symbol. Two slices read the same points in the same
+    order exactly when their boxes are equal (a reversed slice is not)."""
+    out = []
+    for b, t, n in zip(start, step, shape):
+        if any(isinstance(x, SymDim) for x in (b, t, n)):
+            return None
+        out.append((int(b), int(t) if n > 1 else 0, int(n)))
+    return tuple(out)
+
+
+def _disjoint(a, b) -> bool:
+    """No index in both boxes: apart along some dim (or one is empty)."""
+    def span(first, step, n):
+        last = first + (n - 1) * step
+        return min(first, last), max(first, last)
+
+    for d1, d2 in zip(a, b):
+        if d1[2] == 0 or d2[2] == 0:
+            return True
+        (lo1, hi1), (lo2, hi2) = span(*d1), span(*d2)
+        if hi1 < lo2 or hi2 < lo1:
+            return True
+    return False
 
 
 OVERWRITE_CHECK_LIMIT = 1 << 24  # elements: a coverage mask costs this many bytes

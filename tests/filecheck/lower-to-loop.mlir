@@ -79,17 +79,19 @@ builtin.module {
     func.return %10 : tensor<2x4xf32>
   }
 
-  // the second row reads the array being filled: that assignment copies (a
-  // numpy routine); the first, whose destination nothing else reads, is a
-  // kernel into the zeros' buffer (filled first: the rows do not cover it
-  // before the read)
+  // the second row reads the array being filled, apart from the row it
+  // writes: both assignments are kernels into the zeros' buffer (filled
+  // first: the rows do not cover it before the read), the second reading
+  // row 0 of that buffer and writing row 1
   // CHECK-LABEL: func.func @recurrence
   // CHECK:      [[OUT:%.*]] = memref.alloc() : memref<2x4xf32>
   // CHECK:      loop.kernel "k1"([[OUT]])
   // CHECK:        loop.const "0.0"
   // CHECK:      loop.kernel "k2"(%{{.*}}, [[OUT]])
-  // CHECK:      loop.kernel "k3"([[OUT]], [[ROW:%.*]]) parallel [1]
-  // CHECK:      loop.extern "numpy:array.insert_slice"([[ROW]], [[OUT]], %{{.*}})
+  // CHECK:      loop.kernel "k3"([[OUT]]) parallel [1]
+  // CHECK:        loop.load [[OUT]][affine_map<(d0, d1) -> (d0, d1)>]
+  // CHECK:        loop.store %{{.*}}, [[OUT]][affine_map<(d0, d1) -> ((d0 + 1), d1)>]
+  // CHECK-NOT:  loop.extern
   // CHECK:      func.return
   func.func @recurrence(%0: tensor<2x4xf32>) -> tensor<2x4xf32> {
     %1 = array.constant "0.0" : tensor<f32>

@@ -1,0 +1,110 @@
+"""Slice assignments written into the destination's own buffer although
+other ops read it (`passes.lower_to_loop.in_place_after_reads`): routines
+that run before (a product reading `x[:i]`), reads apart from the window,
+reads of the window point by point. Everything else — a shifted or reversed
+read of the window, a reduction of it, a read after the assignment, a value
+read again by another kernel — keeps numpy's copy semantics; each case is
+checked against numpy, and the loops that should write in place do (no
+numpy copy of the whole array per iteration)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lowering
+from lowering.testing import assert_matches_numpy
+
+
+def shifted(x):
+    y = x + 0.5
+    y[1:] = y[:-1] + 1
+    return y
+
+
+def reversed_window(x):
+    y = x + 0.5
+    y[10:90] = y[89:9:-1] * 2
+    return y
+
+
+def point_by_point(x):
+    y = x + 0.5
+    for i in range(3):
+        y[i] = y[i] * 2 + 1
+    return y
+
+
+def broadcast_corner(x):
+    y = x + 0.5
+    y[0:40] = y[0:1] + y[0:40]
+    return y
+
+
+def reduced_window(x):
+    y = x + 0.5
+    y[2] = y[2].sum()
+    return y
+
+
+def read_after(x):
+    y = x + 0.5
+    z = y[:5] * 3
+    y[1] = 5.0
+    return y, np.sort(z)
+
+
+def transposed(x):
+    y = x + 0.5
+    y[:, :] = y.T + 1
+    return y
+
+
+def augmented_twice(x, q, r):
+    """`y[w] -= f(...)`: the window's new value is stored by two assignments
+    (through the view, then by the assignment), as in Gram-Schmidt."""
+    y = x + 0.5
+    for k in range(3):
+        y[:, k + 1:] -= np.outer(q[:, k], r[k, k + 1:])
+    return y
+
+
+def forward_substitution(L, b):
+    x = np.zeros_like(b)
+    for i in range(b.shape[0]):
+        x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]
+    return x
+
+
+def rank_update_rows(C, A):
+    C = C + 0.0
+    for i in range(C.shape[0]):
+        C[i, : i + 1] = 1.2 * C[i, : i + 1] + 1.5 * (A[: i + 1] @ A[i])
+    return C
+
+
+rng = np.random.default_rng(0)
+CASES = [
+    (shifted, (rng.random(100),)),
+    (reversed_window, (rng.random(100),)),
+    (point_by_point, (rng.random((6, 40)),)),
+    (broadcast_corner, (rng.random(64),)),
+    (reduced_window, (rng.random((5, 30)),)),
+    (read_after, (rng.random(60),)),
+    (transposed, (rng.random((24, 24)),)),
+    (augmented_twice, (rng.random((12, 9)), rng.random((12, 9)), rng.random((9, 9)))),
+    (forward_substitution, (np.tril(rng.random((30, 30))) + 3 * np.eye(30), rng.random((30, 4)))),
+    (rank_update_rows, (rng.random((30, 30)), rng.random((30, 50)))),
+]
+
+
+@pytest.mark.parametrize("fn,args", CASES, ids=[f.__name__ for f, _ in CASES])
+def test_matches_numpy(fn, args):
+    assert_matches_numpy(fn, *args, calls=2, compiled=lowering.compile(fn, backend="cpu"))
+
+
+@pytest.mark.parametrize("fn,args", CASES[-2:], ids=["forward_substitution", "rank_update_rows"])
+def test_loops_over_rows_write_in_place(fn, args):
+    ex = lowering.explain(lowering.compile(fn, backend="cpu"))(*args)
+    names = [name for graph in ex.kernels for name, _ in graph]
+    assert not any("insert_slice" in n for n in names), names  # (no numpy copy per row)
