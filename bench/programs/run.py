@@ -12,6 +12,7 @@ FAILED row."""
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -126,11 +127,18 @@ def run_all(a: argparse.Namespace, repeats: int, warmup: int) -> dict:
                 if avail[peer]:
                     r = {"status": "unavailable", "reason": avail[peer]}
                 else:
+                    t0 = time.perf_counter()
                     r = run_peer(peer, p, inputs, ref, repeats, warmup)
+                    r["wall_s"] = time.perf_counter() - t0  # everything, compile to last sample
                 row["results"][peer] = r
                 log(f"{name:16s} {size} {peer:9s} {describe(peer, r)}")
             rows.append(row)
             del inputs, ref
+            # what survives this program (the peers' caches: lowering keeps its
+            # IR, ~1.6 M objects by the end of a run) is not walked again by
+            # later collections, the timer's gc.collect included (1 s each by then)
+            gc.collect()
+            gc.freeze()
     info = {peer: {"available": avail[peer] is None, "reason": avail[peer],
                    "version": version(peer) if avail[peer] is None else None}
             for peer in a.peers}
