@@ -34,6 +34,11 @@ from .check import compare
 from .peers import PEERS, prepare, stats, unavailable, version
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
+BUSY = 0.1  # others' share of the machine's CPU above which a row is marked
+BUSY_NOTE = (
+    "other processes used more than 10% of the machine's CPU while this row ran: its times "
+    "are suspect (a multithreaded call — BLAS, lowering's kernels, numba's prange — waits "
+    "for a core another process holds; times then cluster at multiples of 4 ms)")
 SAMPLE_S = 2e-3  # a timed sample repeats the call until it lasts about this long
 MAX_INNER = 200
 
@@ -123,6 +128,7 @@ def run_all(a: argparse.Namespace, repeats: int, warmup: int) -> dict:
             ref = p.fn(*inputs)
             row = {"program": name, "domain": p.domain, "what": p.what, "size": size,
                    "dims": list(p.sizes[size]), "results": {}}
+            snap = env.cpu_snapshot()
             for peer in a.peers:
                 if avail[peer]:
                     r = {"status": "unavailable", "reason": avail[peer]}
@@ -132,6 +138,7 @@ def run_all(a: argparse.Namespace, repeats: int, warmup: int) -> dict:
                     r["wall_s"] = time.perf_counter() - t0  # everything, compile to last sample
                 row["results"][peer] = r
                 log(f"{name:16s} {size} {peer:9s} {describe(peer, r)}")
+            row["others_cpu_share"] = env.others_share(snap, env.cpu_snapshot())
             rows.append(row)
             del inputs, ref
             # what survives this program (the peers' caches: lowering keeps its
@@ -222,7 +229,10 @@ def markdown(res: dict) -> str:
         f"- CPU: {e['cpu_model']}, {e['affinity']} threads usable; Python {e['python']}; "
         + ", ".join(f"{p} {i['version']}" for p, i in res["peers"].items() if i["available"]),
         f"- Load average at start {e['loadavg_start'][0]:.2f}; other processes used "
-        f"{100 * e['others_cpu_share']:.1f}% of the machine's CPU during the run",
+        f"{100 * e['others_cpu_share']:.1f}% of the machine's CPU during the run"
+        + (" — **a busy machine**" if e["others_cpu_share"] > BUSY else "")
+        + f"; {sum(r['others_cpu_share'] > BUSY for r in res['rows'])} of {len(res['rows'])} "
+        f"rows ran while others used more than {100 * BUSY:.0f}%",
         f"- Median of {res['settings']['repeats']} samples after {res['settings']['warmup']} "
         f"warm-up calls (a sample repeats the call to about {SAMPLE_S * 1e3:.0f} ms); "
         "checked against numpy's result: rtol 1e-6 (float64) / 1e-3 (float32), floor "
@@ -254,7 +264,9 @@ def markdown(res: dict) -> str:
               "|" + "---|" * len(head)]
     for row in res["rows"]:
         base = row["results"]["numpy"]
-        cells = [row["program"], row["size"], fmt(base.get("median_ms"))]
+        busy = row["others_cpu_share"] > BUSY
+        cells = [row["program"] + (note(BUSY_NOTE) if busy else ""), row["size"],
+                 fmt(base.get("median_ms"))]
         for peer in peers:
             r = row["results"].get(peer, {"status": "unavailable", "reason": "not run"})
             cells += cell(peer, r, base)
