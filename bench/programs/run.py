@@ -5,13 +5,15 @@ bench/results/<host>-programs[-quick].{json,md}.
 Per program and size, each peer gets a fresh wrapper (numba: one
 dispatcher per program, shared by its sizes), a first call (timed, compile
 included; its result checked against numpy's), then the median of timed
-samples (bench.timing.measure). A peer's failure is recorded in its cell
+samples (bench.timing.measure). A program and size is run again (up to
+--attempts times) while other processes take more than 10% of the machine. A peer's failure is recorded in its cell
 and the run goes on; a lowering result that differs from numpy's is a
 FAILED row."""
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -33,6 +35,11 @@ from .check import compare
 from .peers import PEERS, prepare, stats, unavailable, version
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
+BUSY = 0.1  # others' share of the machine's CPU above which a row is marked
+BUSY_NOTE = (
+    "other processes used more than 10% of the machine's CPU while this row ran: its times "
+    "are suspect (a multithreaded call — BLAS, lowering's kernels, numba's prange — waits "
+    "for a core another process holds; times then cluster at multiples of 4 ms)")
 SAMPLE_S = 2e-3  # a timed sample repeats the call until it lasts about this long
 MAX_INNER = 200
 
@@ -47,6 +54,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--peers", default=",".join(PEERS),
                     help="peers, comma-separated (default: all); numpy always runs")
     ap.add_argument("--quick", action="store_true", help="3 samples, 1 warm-up call")
+    ap.add_argument("--attempts", type=int, default=3,
+                    help="runs of a program and size while other processes use more than "
+                    f"{100 * BUSY:.0f}%% of the CPU (the quietest is kept; default 3)")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     a = ap.parse_args(argv)
     a.only = [n.strip() for n in a.only.split(",")] if a.only else list(PROGRAMS)
@@ -110,27 +120,68 @@ def describe(peer: str, r: dict) -> str:
     return text
 
 
+def run_row(p: Program, size: str, peers: list[str], avail: dict, repeats: int,
+            warmup: int) -> dict:
+    """Every peer on one program and size, and the share of the machine's CPU
+    other processes used meanwhile."""
+    inputs = p.inputs(size)
+    ref = p.fn(*inputs)
+    row = {"program": p.name, "domain": p.domain, "what": p.what, "size": size,
+           "dims": list(p.sizes[size]), "results": {}}
+    snap = env.cpu_snapshot()
+    for peer in peers:
+        if avail[peer]:
+            r = {"status": "unavailable", "reason": avail[peer]}
+        else:
+            t0 = time.perf_counter()
+            r = run_peer(peer, p, inputs, ref, repeats, warmup)
+            r["wall_s"] = time.perf_counter() - t0  # everything, compile to last sample
+        row["results"][peer] = r
+        log(f"{p.name:16s} {size} {peer:9s} {describe(peer, r)}")
+    row["others_cpu_share"] = env.others_share(snap, env.cpu_snapshot())
+    return row
+
+
+def merge_attempts(attempts: list[dict]) -> dict:
+    """The quietest attempt's times, with the first attempt's first calls
+    (the real compiles: a retry finds the peers' in-process caches warm) and,
+    for a peer that failed in any attempt, that failure."""
+    best = dict(min(attempts, key=lambda r: r["others_cpu_share"]))
+    best["results"] = dict(best["results"])
+    for peer, r in best["results"].items():
+        first = attempts[0]["results"][peer]
+        failed = [a["results"][peer] for a in attempts if a["results"][peer]["status"] != "ok"]
+        if failed and r["status"] == "ok":
+            r = failed[0]
+        elif "first_call_ms" in first and "first_call_ms" in r:
+            r = {**r, "first_call_ms": first["first_call_ms"],
+                 "stats_first_call": first.get("stats_first_call"),
+                 "first_call_ms_this_attempt": r["first_call_ms"]}
+        best["results"][peer] = r
+    best["attempts"] = [a["others_cpu_share"] for a in attempts]
+    return best
+
+
 def run_all(a: argparse.Namespace, repeats: int, warmup: int) -> dict:
     from . import PROGRAMS
 
     avail = {peer: unavailable(peer) for peer in a.peers}
     rows = []
     for name in a.only:
-        p = PROGRAMS[name]
         for size in a.sizes:
-            inputs = p.inputs(size)
-            ref = p.fn(*inputs)
-            row = {"program": name, "domain": p.domain, "what": p.what, "size": size,
-                   "dims": list(p.sizes[size]), "results": {}}
-            for peer in a.peers:
-                if avail[peer]:
-                    r = {"status": "unavailable", "reason": avail[peer]}
-                else:
-                    r = run_peer(peer, p, inputs, ref, repeats, warmup)
-                row["results"][peer] = r
-                log(f"{name:16s} {size} {peer:9s} {describe(peer, r)}")
-            rows.append(row)
-            del inputs, ref
+            attempts = []
+            while not attempts or (len(attempts) < a.attempts
+                                   and min(r["others_cpu_share"] for r in attempts) > BUSY):
+                if attempts:
+                    log(f"{name} {size}: other processes used "
+                        f"{100 * attempts[-1]['others_cpu_share']:.0f}% of the CPU; again")
+                attempts.append(run_row(PROGRAMS[name], size, a.peers, avail, repeats, warmup))
+                # what survives (the peers' caches: lowering keeps its IR, ~1.6 M
+                # objects by the end of a run) is not walked again by later
+                # collections, the timer's gc.collect included (1 s each by then)
+                gc.collect()
+                gc.freeze()
+            rows.append(merge_attempts(attempts))
     info = {peer: {"available": avail[peer] is None, "reason": avail[peer],
                    "version": version(peer) if avail[peer] is None else None}
             for peer in a.peers}
@@ -214,7 +265,12 @@ def markdown(res: dict) -> str:
         f"- CPU: {e['cpu_model']}, {e['affinity']} threads usable; Python {e['python']}; "
         + ", ".join(f"{p} {i['version']}" for p, i in res["peers"].items() if i["available"]),
         f"- Load average at start {e['loadavg_start'][0]:.2f}; other processes used "
-        f"{100 * e['others_cpu_share']:.1f}% of the machine's CPU during the run",
+        f"{100 * e['others_cpu_share']:.1f}% of the machine's CPU during the run"
+        + (" — **a busy machine**" if e["others_cpu_share"] > BUSY else "")
+        + f"; {sum(r['others_cpu_share'] > BUSY for r in res['rows'])} of {len(res['rows'])} "
+        f"rows ran while others used more than {100 * BUSY:.0f}% (after up to "
+        f"{res['settings']['attempts']} attempts each: the quietest kept, first calls from "
+        "the first)",
         f"- Median of {res['settings']['repeats']} samples after {res['settings']['warmup']} "
         f"warm-up calls (a sample repeats the call to about {SAMPLE_S * 1e3:.0f} ms); "
         "checked against numpy's result: rtol 1e-6 (float64) / 1e-3 (float32), floor "
@@ -246,7 +302,9 @@ def markdown(res: dict) -> str:
               "|" + "---|" * len(head)]
     for row in res["rows"]:
         base = row["results"]["numpy"]
-        cells = [row["program"], row["size"], fmt(base.get("median_ms"))]
+        busy = row["others_cpu_share"] > BUSY
+        cells = [row["program"] + (note(BUSY_NOTE) if busy else ""), row["size"],
+                 fmt(base.get("median_ms"))]
         for peer in peers:
             r = row["results"].get(peer, {"status": "unavailable", "reason": "not run"})
             cells += cell(peer, r, base)
@@ -300,7 +358,7 @@ def _main(a: argparse.Namespace, argv: list[str]) -> int:
         "command": "python -m bench --programs " + " ".join(argv),
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "settings": {"repeats": repeats, "warmup": warmup, "sizes": a.sizes,
-                     "sample_s": SAMPLE_S},
+                     "sample_s": SAMPLE_S, "attempts": a.attempts},
         "environment": environment,
     }
     res.update(run_all(a, repeats, warmup))
