@@ -43,13 +43,19 @@ def _find() -> tuple[Callable[[int], None], int] | None:
     return None
 
 
-def setter() -> tuple[Callable[[int], None], int] | None:
-    global _setter
-    if _setter is False:
+def _once(name: str, find: Callable):
+    """A module-level probe's value, found once (under the lock)."""
+    value = globals()[name]
+    if value is False:
         with _lock:
-            if _setter is False:
-                _setter = _find()
-    return _setter  # type: ignore[return-value]
+            if globals()[name] is False:
+                globals()[name] = find()
+            value = globals()[name]
+    return value
+
+
+def setter() -> tuple[Callable[[int], None], int] | None:
+    return _once("_setter", _find)
 
 
 def matmul(ta: bool, tb: bool, flops: int) -> Callable:
@@ -115,12 +121,7 @@ def _find_routines() -> dict[str, int] | None:
 def routines() -> dict[str, int] | None:
     """Addresses of the CBLAS routines (and OpenBLAS's per-thread count
     setter) of numpy's BLAS, or None where numpy links another BLAS."""
-    global _addresses
-    if _addresses is False:
-        with _lock:
-            if _addresses is False:
-                _addresses = _find_routines()
-    return _addresses  # type: ignore[return-value]
+    return _once("_addresses", _find_routines)
 
 
 Strided = tuple[tuple[int, ...], tuple[int, ...], int]  # (shape, element strides, element offset)
