@@ -31,6 +31,8 @@ class ExplainOutput:
     # per graph, the kernel level of a program for many sizes (as compiled:
     # its kernel parameters and dynamic extents), or ""
     kernel_levels: list[str] = field(repr=False, default_factory=list)
+    # per graph, the cost model's choice for each op it decided (path and why)
+    paths: list[list[str]] = field(default_factory=list)
 
     @property
     def saved_bytes(self) -> int:
@@ -75,6 +77,9 @@ class ExplainOutput:
                     lines.append(f"  graph {i} {name}: " + ", ".join(ops))
                 for r in refused:
                     lines.append(f"  graph {i} fusion refused: {r}")
+            for i, ps in enumerate(self.paths):
+                for p in ps:
+                    lines.append(f"  graph {i} path: {p}")
         for p in self.partitions:
             lines.append(p.describe())
         if self.sizes == "":
@@ -108,7 +113,7 @@ def explain(fn, dynamic=None):
             c = Counter(op.name for op in seg.module.walk() if op.name not in ("builtin.module", "func.func", "func.return"))
             ops.append(dict(c))
             graphs.append(str(seg.module))
-        kernels, refused, partitions = [], [], []
+        kernels, refused, partitions, paths = [], [], [], []
         progs = []
         for prog in probe.programs_run:
             part = getattr(prog, "partition", None)
@@ -122,12 +127,15 @@ def explain(fn, dynamic=None):
             if rep is not None:
                 kernels.append(rep.kernels)
                 refused.append(rep.refused)
+                paths.append(list(rep.paths))
             else:  # the numpy backend: each op is one numpy call
                 kernels.append([(f"numpy {getattr(s[0], 'op_name', 'op')}", []) for s in prog.steps])
                 refused.append([])
+                paths.append([])
         levels = [str(getattr(p, "kernel_module", "") or "") for p in progs]
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
                              entry.guards.describe(), ops, graphs, kernels, refused, partitions,
-                             sum(p.kernel_bodies for p in progs), probe.last_sizes, levels)
+                             sum(p.kernel_bodies for p in progs), probe.last_sizes, levels,
+                             paths)
 
     return run

@@ -42,6 +42,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 
 from dialects.context import context
 from dialects.symbols import active as symbols_active
+from passes import cost_model
 from passes.canonicalize import ArrayCanonicalize
 from passes.decompose import Decompose
 from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
@@ -53,7 +54,11 @@ from runtime import cpu
 from runtime.guards import layout_class
 
 from .backends import cpu_cache, cpu_dynamic, numpy_backend
+from .cost_tables import table_for_process
 from .config import config, logger
+
+# the cost table the lowering decides with: the user's calibrated one, if any
+cost_model.set_default_loader(table_for_process)
 
 __all__ = ["context", "cut_passes", "tensor_passes", "lower_passes", "pipeline", "run_passes",
            "tensor_stage", "lower_below", "lower", "emit", "compile_segment", "clear_programs",
@@ -187,11 +192,13 @@ def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
 class ProgramKey(NamedTuple):
     """What a compiled program depends on: the segment's IR (its structural
     key, or its text), the backend, each input's layout class, and the
-    forward/backward partition of a joint function."""
+    forward/backward partition of a joint function, and the cost table
+    that chose between generated kernels and library routines."""
     ir: object
     backend: str
     layouts: tuple[str, ...]
     partition: tuple
+    costs: str = ""
 
 
 # the one program cache, process-wide: functions, segments and graph-break
@@ -219,7 +226,8 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     (`partition` = (strategy, memory_budget)) and runs as a forward then a
     backward program."""
     cache_key = ProgramKey(key if key is not None else str(module), backend,
-                           tuple(layouts or ()), tuple(partition))
+                           tuple(layouts or ()), tuple(partition),
+                           cost_model.digest() if backend == "cpu" else "")
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     env = symbols_active()

@@ -67,6 +67,7 @@ from dialects.dtypes import from_ir
 from dialects import loop as L
 from dialects import ufuncs as U
 from dialects.symbols import SymDim, hint, symbols_of
+from passes import cost_model as cm
 
 # ufuncs (by numpy name) that the loop level generates for some loops (the
 # table's `gen` column; "float": not for integer loops); others run through an
@@ -160,43 +161,131 @@ def _size(v: SSAValue) -> int:
     return n
 
 
-SHORT_K = 16  # a matmul contracting this few or fewer is generated, not BLAS
+SHORT_K = 16  # a matmul contracting this few or fewer may be generated, not BLAS
+
+
+def _float_matmul(op: A.DotOp) -> bool:
+    return (len(op.lhs.type.get_shape()) == 2 and len(op.rhs.type.get_shape()) == 2
+            and isinstance(op.result.type.element_type, (Float32Type, Float64Type)))
 
 
 def short_dot(op: A.DotOp) -> bool:
-    """A float matmul (M, K) x (K, N) with K <= SHORT_K and a long N (the MLP
-    backward's `dlogits @ W2.T`, K = number of classes): BLAS spends 50-130 us
-    on its 1 MiB output here and the next kernel reads it back; generated, each
+    """A float matmul (M, K) x (K, N) with K <= SHORT_K, where the cost
+    model prefers it generated (`matmul-short`; the MLP backward's
+    `dlogits @ W2.T`, K = number of classes): BLAS spends 50-130 us on its
+    1 MiB output here and the next kernel reads it back; generated, each
     output element is K products summed in order, fused into its consumer
     (`KernelEmitter._value_at`)."""
-    a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
-    # (a symbolic K: BLAS, unguarded; a long N is a choice of speed: its hint)
-    return (len(a) == 2 and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
-            and not isinstance(a[1], SymDim) and 1 <= a[1] <= SHORT_K and hint(b[1]) >= 16)
+    return _short_shape(op) and path_choice(op).path == "generated"
 
 
-NARROW_N, NARROW_MIN_K = 16, 64  # a matmul into this few columns, over this many terms or more
-NARROW_MIN_M = 8  # ... and this many rows or more (fewer: BLAS's gemv or gemm is as fast)
+NARROW_N = 16  # a matmul into this few columns may be generated, over a longer contraction than SHORT_K
 
 
 def narrow_dot(op: A.DotOp) -> bool:
     """A float matmul (M, K) x (K, N) into N <= NARROW_N columns with a long
-    contraction (the MLP's `h @ W2`, N = number of classes): one kernel over
-    the rows, the N dot products of a row in one pass over it (`DotEmitter`),
-    fused multiply-adds in vector accumulators. BLAS spends ~110 us on the
-    MLP's 256 x 1024 x 10 product with cold caches, most of it reading h back;
+    contraction, where the cost model prefers it generated (`matmul-narrow`;
+    the MLP's `h @ W2`, N = number of classes): one kernel over the rows,
+    the N dot products of a row in one pass over it (`DotEmitter`), fused
+    multiply-adds in vector accumulators. BLAS spends ~110 us on the MLP's
+    256 x 1024 x 10 product with cold caches, most of it reading h back;
     generated, it joins the kernel that writes h (`merge_rows`). A few rows
     (a vector times a matrix: `data[:, i] @ data[:, i+1:]`) are BLAS's: one
     call reads the matrix as fast, and a kernel per column count would be
-    compiled for nothing."""
+    compiled for nothing — as the cost table says."""
+    return _narrow_shape(op) and path_choice(op).path == "generated"
+
+
+def _short_shape(op: A.DotOp) -> bool:
+    a = op.lhs.type.get_shape()
+    # (a symbolic K: BLAS, unguarded; the other sizes decide by their hints)
+    return _float_matmul(op) and not isinstance(a[1], SymDim) and 1 <= a[1] <= SHORT_K
+
+
+def _narrow_shape(op: A.DotOp) -> bool:
     a, b = op.lhs.type.get_shape(), op.rhs.type.get_shape()
     # (a symbolic N: BLAS, unguarded — the kernel's structure is per column)
-    return (len(a) == 2 and len(b) == 2
-            and isinstance(op.result.type.element_type, (Float32Type, Float64Type))
-            and not isinstance(b[1], SymDim) and 1 <= b[1] <= NARROW_N
-            and hint(a[1]) >= NARROW_MIN_K and hint(a[0]) >= NARROW_MIN_M and not short_dot(op)
+    return (_float_matmul(op) and not isinstance(b[1], SymDim) and 1 <= b[1] <= NARROW_N
+            and hint(a[1]) > SHORT_K
             # A's rows must be rows in memory (`h.T @ dlogits` reads columns: BLAS)
             and not blas_operand(op.lhs)[1])
+
+
+def shape_class(op: Operation) -> str | None:
+    """The cost model's class of an op that both a generated kernel and a
+    library routine can compute (`passes/cost_model.py`), else None."""
+    if isinstance(op, A.DotOp):
+        if _short_shape(op):
+            return "matmul-short"
+        if _narrow_shape(op):
+            return "matmul-narrow"
+    elif isinstance(op, A.ReduceOp) and awkward_reduction(op) and not accumulated(op):
+        return "column-any" if op.kind.data in ("any", "all") else "column-reduction"
+    return None
+
+
+def _nbytes(v: SSAValue) -> int:
+    n = from_ir(v.type.element_type).itemsize
+    for d in v.type.get_shape():
+        n *= hint(d)
+    return n
+
+
+def _made_by_kernel(v: SSAValue) -> bool:
+    """v comes from a generated elementwise op of the function (the kernel
+    computing it can feed a row-wise consumer without a read back)."""
+    op = v.owner
+    return isinstance(op, Operation) and is_elementwise(op) and generated(op)
+
+
+def _inlined_by_users(v: SSAValue) -> bool:
+    """Every user of v computes it at its own points (a generated
+    elementwise op): v is never stored."""
+    users = [u.operation for u in v.uses]
+    return bool(users) and all(is_elementwise(u) and generated(u) for u in users)
+
+
+def work_of(op: Operation, shape_class: str) -> cm.Work:
+    """The work each path of op's class does, as `cost_model` counts it (and
+    `lowering.calibrate` counts it for the programs it times)."""
+    if shape_class in ("column-reduction", "column-any"):
+        n, out = _nbytes(op.input), _nbytes(op.result)
+        shape = [hint(d) for d in op.input.type.get_shape()]
+        elems = int(np.prod(shape))
+        return cm.Work(n + out, n + out, elems, elems // max(1, shape[-1]))
+    (m, k), n = map(hint, op.lhs.type.get_shape()), hint(op.rhs.type.get_shape()[1])
+    s = from_ir(op.result.type.element_type).itemsize
+    return matmul_work(shape_class, m, k, n, s, _inlined_by_users(op.result),
+                       _made_by_kernel(op.lhs), sum(1 for _ in op.lhs.uses) > 1)
+
+
+def matmul_work(shape_class: str, m: int, k: int, n: int, itemsize: int, out_inlined: bool,
+                lhs_made_by_kernel: bool, lhs_used_elsewhere: bool) -> cm.Work:
+    """(M, K) @ (K, N): a short product inlined into its consumers never
+    stores its output, which BLAS writes and the consumer reads back; a
+    narrow product whose A comes from the kernel computing it reads it
+    there, where BLAS needs it stored (a write, unless stored anyway for
+    another use) and reads it back. Each such context is a variant of the
+    class, with rates of its own (fresh intermediates page-fault: their
+    bytes cost more than the model's one rate per byte says)."""
+    a, b, c = m * k * itemsize, k * n * itemsize, m * n * itemsize
+    flops = 2 * m * k * n
+    if shape_class == "matmul-short":
+        if out_inlined:
+            return cm.Work(a + b, a + b + 2 * c, flops, m, "fused")
+        return cm.Work(a + b + c, a + b + c, flops, m)
+    if not lhs_made_by_kernel:
+        return cm.Work(a + b + c, a + b + c, flops, m)
+    if lhs_used_elsewhere:
+        return cm.Work(a + b + c, 2 * a + b + c, flops, m, "fused-kept")
+    return cm.Work(a + b + c, 3 * a + b + c, flops, m, "fused")
+
+
+def path_choice(op: Operation) -> cm.Choice:
+    """The cost model's path for an op of a shape class."""
+    cls = shape_class(op)
+    assert cls is not None, op.name
+    return cm.choose(cls, work_of(op, cls))
 
 
 def _contiguous_rows_of_rhs(v: SSAValue) -> bool:
@@ -208,20 +297,25 @@ def _contiguous_rows_of_rhs(v: SSAValue) -> bool:
 COLUMN_REDUCTION_BYTES = 1 << 16
 
 
-def column_reduction(op: A.ReduceOp) -> bool:
+def awkward_reduction(op: A.ReduceOp) -> bool:
     """A reduction over leading axes that keeps a long innermost axis (e.g.
-    a bias gradient, `g.sum(axis=0)`): the kernels reduce a row at a time,
-    so it would walk columns with a stride; numpy's own loop accumulates row
-    by row at memory speed (an extern, for big inputs)."""
+    a bias gradient, `g.sum(axis=0)`): the row kernels would walk columns
+    with a stride."""
     shape = op.input.type.get_shape()
-    axes = A.ints(op.axes)
     # (speed, not results: symbolic sizes decide by their hints, unguarded)
-    if not shape or (len(shape) - 1) in axes or hint(shape[-1]) < 8:
+    return bool(shape) and (len(shape) - 1) not in A.ints(op.axes) and hint(shape[-1]) >= 8
+
+
+def column_reduction(op: A.ReduceOp) -> bool:
+    """An awkward reduction big enough that walking columns would cost: one
+    the loop level accumulates as numpy does (`accumulated`: row by row
+    into the output, `ColumnEmitter`) from COLUMN_REDUCTION_BYTES up, or
+    any other kind where the cost model prefers numpy's own loop."""
+    if not awkward_reduction(op):
         return False
-    n = from_ir(op.input.type.element_type).itemsize
-    for d in shape:
-        n *= hint(d)
-    return n >= COLUMN_REDUCTION_BYTES
+    if not accumulated(op):
+        return path_choice(op).path == "library"
+    return _nbytes(op.input) >= COLUMN_REDUCTION_BYTES
 
 
 ACCUMULATED_KINDS = ("sum", "prod", "max", "min")
@@ -332,6 +426,9 @@ class Lowering:
         self.columns: dict[A.DotOp, SSAValue] = {}
         self._extern_views: dict[Operation, list | None] = {}
         self.inserted: list[Operation] = []
+        # the cost model's choices, decided on the function as written
+        self.paths = [f"{describe(op)}: {path_choice(op).reason()}" for op in self.block.ops
+                      if shape_class(op) is not None]
         self._columns_of_narrow_products()
         self.uses = Counter()
         for op in self.block.ops:
@@ -1329,6 +1426,8 @@ class LowerToLoop(ModulePass):
 class LoweringReport:
     kernels: list[tuple[str, list[str]]]  # (kernel, tensor ops fused into it)
     refused: list[str]  # why values got their own buffer
+    # per op the cost model decided: which path (generated or library) and why
+    paths: list[str] = field(default_factory=list)
 
 
 def describe(op: Operation) -> str:
@@ -1354,4 +1453,4 @@ def layouts_of(f: func.FuncOp) -> list[str]:
 def lower_func(f: func.FuncOp) -> tuple[func.FuncOp, LoweringReport]:
     lw = Lowering(f, layouts_of(f))
     new = lw.run()
-    return new, LoweringReport(lw.kernel_ops, lw.reasons)
+    return new, LoweringReport(lw.kernel_ops, lw.reasons, lw.paths)

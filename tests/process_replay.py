@@ -40,9 +40,13 @@ from pathlib import Path
 # the project's own knobs (lowering/config.py, runtime/cpu.py), read when
 # lowering is imported: main() sets them first (importing this module does
 # not, so that a test session importing it keeps its own environment)
-# (the on-disk compile cache off: every program compiled here, none read back)
+# (the on-disk compile cache off: every program compiled here, none read back;
+# the cost table a copy of one shipped table, so that a calibration — the
+# user's or a new shipped one — changes no recorded kernel)
+COST_TABLE = Path(__file__).with_name("process_replay_cost_table.json")
 PINNED_ENV = {"LOWERING_VECTOR_BITS": "256", "LOWERING_THREADS": "4",
-              "LOWERING_PARTITION": "min_cut", "LOWERING_BACKEND": "cpu", "LOWERING_CACHE": "0"}
+              "LOWERING_PARTITION": "min_cut", "LOWERING_BACKEND": "cpu", "LOWERING_CACHE": "0",
+              "LOWERING_COST_TABLE": str(COST_TABLE)}
 
 BASELINE = Path(__file__).with_name("process_replay_baseline.json")
 STAGES = ("kernel", "llvm")

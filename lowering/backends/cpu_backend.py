@@ -654,7 +654,7 @@ def merged_report(report, kernel_module: ModuleOp):
                 name = CONSTANT_ONCE if once[n] else name
                 n += 1
             entries.append((name, ops))
-        report = LoweringReport(entries, report.refused)
+        report = LoweringReport(entries, report.refused, report.paths)
     if not groups:
         return report
     head_of = {n: head for head, names in groups.items() for n in names}
@@ -669,7 +669,7 @@ def merged_report(report, kernel_module: ModuleOp):
         else:
             at[head] = len(kernels)
             kernels.append(("+".join(groups[head]), list(ops)))
-    return LoweringReport(kernels, report.refused)
+    return LoweringReport(kernels, report.refused, report.paths)
 
 
 def blas_report(report, plan: ProgramPlan):
@@ -691,7 +691,7 @@ def blas_report(report, plan: ProgramPlan):
         if isinstance(st, BlasPlan):
             count = st.words[0]
             kernels[i] = (f"blas {st.routine}" + (f" x{count}" if count > 1 else ""), kernels[i][1])
-    return LoweringReport(kernels, report.refused)
+    return LoweringReport(kernels, report.refused, report.paths)
 
 
 def compile_kernels(loop_module: ModuleOp, kernels: dict[str, K.KernelOp],

@@ -37,6 +37,7 @@ from xdsl.parser import Parser
 
 from dialects import loop as L
 from dialects.context import context
+from passes import cost_model
 from runtime import cpu, disk_cache
 
 from . import cpu_backend as B
@@ -110,7 +111,7 @@ def environment() -> dict:
 def entry_key(ir: str, layouts, partition, passes: list[str]) -> str:
     return disk_cache.digest({"ir": ir, "backend": "cpu", "layouts": list(layouts),
                               "partition": list(partition), "passes": passes,
-                              **environment()})
+                              "costs": cost_model.digest(), **environment()})
 
 
 @dataclass
@@ -225,7 +226,7 @@ def report_json(report) -> dict | None:
     if report is None:
         return None
     return {"kernels": [[name, list(ops)] for name, ops in report.kernels],
-            "refused": list(report.refused)}
+            "refused": list(report.refused), "paths": list(report.paths)}
 
 
 # ---- reading ---------------------------------------------------------------
@@ -281,7 +282,7 @@ def report_from_json(d: dict | None):
     if d is None:
         return None
     return LoweringReport([(str(n), [str(o) for o in ops]) for n, ops in d["kernels"]],
-                          [str(r) for r in d["refused"]])
+                          [str(r) for r in d["refused"]], [str(p) for p in d.get("paths", [])])
 
 
 # ---- the user's view ---------------------------------------------------------

@@ -1,8 +1,10 @@
-"""Matmuls into few columns (N <= passes.lower_to_loop.NARROW_N) over a long
-contraction, from NARROW_MIN_M rows up, are generated, not BLAS: one kernel over the rows, the N dot
-products of a row in one pass (fused multiply-adds into vector
+"""Matmuls into few columns (N <= passes.lower_to_loop.NARROW_N) over a
+contraction longer than SHORT_K can be generated: one kernel over the rows,
+the N dot products of a row in one pass (fused multiply-adds into vector
 accumulators), joined to the kernel that computes the rows (the MLP's
-`relu(X @ W1 + b1) @ W2`).
+`relu(X @ W1 + b1) @ W2`). The cost model picks that kernel or BLAS per
+shape (tests/passes/test_cost_model.py); here each path is forced, so both
+are checked on every shape.
 
 With integer-valued inputs every order of the sum is exact, so results must
 equal numpy's bit for bit, NaN and ±Inf placement included; with arbitrary
@@ -17,7 +19,8 @@ from hypothesis import strategies as st
 
 import lowering
 from lowering.testing import TOLERANCES, assert_matches_numpy, examples
-from passes.lower_to_loop import NARROW_MIN_K, NARROW_MIN_M, NARROW_N
+from passes import cost_model
+from passes.lower_to_loop import NARROW_N, SHORT_K
 from tests.codegen.test_short_matmul import _layout, check_within_dot_bound, exact_operands
 
 LAYOUTS = ["C", "F", "T", "strided"]
@@ -27,7 +30,7 @@ LAYOUTS = ["C", "F", "T", "strided"]
 def cases(draw):
     dt = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
     m = draw(st.sampled_from([0, 1, 3, 64, 257]))
-    k = draw(st.sampled_from([NARROW_MIN_K, 100, 1024]))
+    k = draw(st.sampled_from([SHORT_K + 1, 64, 100, 1024]))
     n = draw(st.integers(1, NARROW_N))
     la, lb = draw(st.sampled_from(LAYOUTS)), draw(st.sampled_from(LAYOUTS))
     consumer = draw(st.sampled_from(["none", "relu-in", "bias-out"]))
@@ -56,9 +59,11 @@ def test_narrow_matmuls_match_numpy_exactly_on_exact_sums(case):
     c = rng.integers(-2, 3, (1, NARROW_N)).astype(dt)
     fn = CONSUMERS[consumer]
     args = (_layout(a, la), _layout(b, lb), c)
-    # (fewer rows than NARROW_MIN_M: BLAS's, as fast for a few rows; equal results either way)
-    assert _generated(fn, *args) == (m >= NARROW_MIN_M)
-    assert_matches_numpy(fn, *args, rtol=0.0, calls=2, compiled=lowering.compile(fn, backend="cpu"))
+    for path in cost_model.PATHS:
+        with cost_model.forced({"matmul-narrow": path}):
+            assert _generated(fn, *args) == (path == "generated"), path
+            assert_matches_numpy(fn, *args, rtol=0.0, calls=2,
+                                 compiled=lowering.compile(fn, backend="cpu"))
 
 
 @examples(0.5)
@@ -79,8 +84,9 @@ def test_the_mlp_forward_product_joins_the_hidden_layer_kernel():
         h = np.maximum(X @ W1 + b1, 0)
         return h @ W2, h
 
-    cf = lowering.compile(fwd, backend="cpu")
-    ex = lowering.explain(cf)(X, W1, b1, W2)
+    with cost_model.forced({"matmul-narrow": "generated"}):  # (what the shipped table picks)
+        cf = lowering.compile(fwd, backend="cpu")
+        ex = lowering.explain(cf)(X, W1, b1, W2)
     names = [name for name, _ in ex.kernels[0]]
     # W2's columns copied into rows once; BLAS for X @ W1; then one kernel
     # writes h and the ten dot products of each of its rows

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import lowering
 from lowering.testing import TOLERANCES, assert_matches_numpy, examples
+from passes import cost_model
 from passes.lower_to_loop import SHORT_K
 
 LAYOUTS = ["C", "F", "T", "strided"]
@@ -73,11 +74,13 @@ def check_within_dot_bound(dt, m: int, k: int, n: int, la: str, lb: str, seed: i
     rng = np.random.default_rng(seed)
     a = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-3, 4, (m, k))).astype(dt)
     b = (rng.standard_normal((k, n)) * 10.0 ** rng.integers(-3, 4, (k, n))).astype(dt)
-    got = lowering.compile(lambda a, b: a @ b, backend="cpu")(_layout(a, la), _layout(b, lb))
     want = a.astype(np.float64) @ b.astype(np.float64)
     bound = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-    assert got.dtype == dt and got.shape == (m, n) and got.flags.c_contiguous
-    assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound)
+    for path in cost_model.PATHS:  # generated or BLAS, whichever the shape's class is
+        with cost_model.forced({"matmul-short": path, "matmul-narrow": path}):
+            got = lowering.compile(lambda a, b: a @ b, backend="cpu")(_layout(a, la), _layout(b, lb))
+        assert got.dtype == dt and got.shape == (m, n) and got.flags.c_contiguous
+        assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound), path
 
 
 @examples(1.0)
@@ -88,8 +91,13 @@ def test_short_matmuls_match_numpy_exactly_on_exact_sums(case):
     a, b = exact_operands(rng, dt, m, k, n, specials)
     h = rng.integers(-2, 3, (m, n)).astype(dt)
     fn = CONSUMERS[consumer]
-    assert_matches_numpy(fn, _layout(a, la), _layout(b, lb), h, rtol=0.0, calls=2,
-                         compiled=lowering.compile(fn, backend="cpu"))
+    for path in cost_model.PATHS:  # (the cost model picks one per shape: each is checked)
+        with cost_model.forced({"matmul-short": path}):
+            ks = lowering.explain(lowering.compile(fn, backend="cpu"))(a, b, h).kernels
+            blas = any("matmul" in name or name.startswith("blas") for g in ks for name, _ in g)
+            assert blas == (path == "library"), path
+            assert_matches_numpy(fn, _layout(a, la), _layout(b, lb), h, rtol=0.0, calls=2,
+                                 compiled=lowering.compile(fn, backend="cpu"))
 
 
 @examples(0.5)
@@ -108,8 +116,9 @@ def test_the_mlp_backward_product_is_fused_with_the_relu_mask():
     def dh_pre(dl, W2, h):
         return (dl @ W2.T) * (h > 0)
 
-    cf = lowering.compile(dh_pre, backend="cpu")
-    ex = lowering.explain(cf)(dl, W2, h)
+    with cost_model.forced({"matmul-short": "generated"}):  # (what the shipped table picks)
+        cf = lowering.compile(dh_pre, backend="cpu")
+        ex = lowering.explain(cf)(dl, W2, h)
     # W2.T copied once into rows (so they load as vectors), then one kernel
     assert ex.kernel_count == 2
     names = [ops for _, ops in ex.kernels[0]]
