@@ -722,13 +722,17 @@ class TritonOps(ScalarOps[str]):
         return f"{x}.to({self.dtype(dst)})"
 
     def float_to_int(self, x: str, src: Attribute, dst: Attribute) -> str:
-        """x86's cvtt: NaN and out-of-range give the "integer indefinite"
-        INT_MIN of the 32/64-bit conversion; narrower types truncate the
-        32-bit result (the CPU backend's casts)."""
+        """numpy's casts on x86 (cvtt): NaN and out-of-range give the
+        "integer indefinite" INT_MIN of the 32- or 64-bit conversion, and
+        narrower types truncate the 32-bit result; uint32 converts through
+        int64, as numpy's loops do, so that [2**31, 2**32) converts exactly.
+        (numpy's own results for NaN and out-of-range values into uint32
+        and uint64 depend on which of its loops runs: C leaves them
+        undefined, numpy warns "invalid value encountered in cast".)"""
         if isinstance(src, (Float16Type, BFloat16Type)):
             x = self.let(f"{x}.to(tl.float32)")
         w = width(dst)
-        cw = 64 if w == 64 else 32
+        cw = 64 if w == 64 or (w == 32 and is_unsigned(dst)) else 32
         lim = float(2 ** (cw - 1))
         lo = f"({x} > {-lim - 1.0!r})" if cw == 32 else f"({x} >= {-lim!r})"
         ok = self.let(f"{lo} & ({x} < {lim!r})")
@@ -740,7 +744,7 @@ class TritonOps(ScalarOps[str]):
                     f"{v}.to(tl.uint64, bitcast=True))")
         if w == cw:
             return f"{v}.to({self.dtype(dst)}, bitcast=True)" if is_unsigned(dst) else v
-        return f"{v}.to({self.dtype(dst)})"
+        return f"{v}.to({self.dtype(dst)})"  # truncation
 
     def cmpf(self, predicate, a, b):
         if predicate == "false":

@@ -80,6 +80,26 @@ def compare(x, y):
     return ((x < y) | ~(x == y)) & (x >= 0), np.where(x > y, x, y), np.logical_xor(x > 0, y != 0)
 
 
+def compares(x, y):
+    return x < y, x <= y, x > y, x >= y, x == y, x != y
+
+
+def casts(x):
+    """numpy's astype from a float: out-of-range and NaN as x86 converts them."""
+    return (x.astype(np.int32), x.astype(np.int64), x.astype(np.int8), x.astype(np.uint8),
+            x.astype(np.uint16), x.astype(bool), x.astype(np.float64))
+
+
+def unsigned_casts(x):
+    """(in range only: numpy's uint32/uint64 results for the others depend on
+    which of its loops runs)"""
+    return x.astype(np.uint32), x.astype(np.uint64)
+
+
+def int_casts(a):
+    return a.astype(np.float32), a.astype(np.int8), a.astype(np.uint16), a.astype(bool)
+
+
 def intops(a, b):
     return (a * 3 + b) ^ (a >> 2), np.maximum(a, b), np.abs(a) - np.minimum(a, 7)
 
@@ -121,6 +141,13 @@ PROGRAMS = {
     "intdiv-i8": (intdiv, "i8[64] i8[64]", "edge"),
     "compare": (compare, "f32[16] f32[16]", "edge"),
     "intops-i64": (intops, "i64[32] i64[32]", "edge"),
+    "compares-f32": (compares, "f32[32] f32[32]", "edge"),
+    "compares-u8": (compares, "u8[32] u8[32]", "edge"),
+    "compares-i64": (compares, "i64[32] i64[32]", "edge"),
+    "casts-f32": (casts, "f32[64]", "edge"),
+    "casts-f64": (casts, "f64[64]", "edge"),
+    "casts-i64": (int_casts, "i64[64]", "edge"),
+    "casts-unsigned": (unsigned_casts, "f64[64]", "unsigned"),
     "reductions": (reductions, "f32[6,20]", "tame"),
     "reductions-i32": (reductions, "i32[6,20]", "edge"),
     "argmax": (argmax, "f32[6,20]", "tame"),
@@ -274,6 +301,9 @@ TAME = [0.0, -0.0, 1.0, -1.0, 0.5, np.nan, np.inf, -np.inf]
 
 
 def _values(dtype: np.dtype, kind: str):
+    if kind == "unsigned":
+        return st.one_of(st.sampled_from([0.0, -0.0, 0.5, 2.0 ** 31, 2.0 ** 32 - 1, 3e9]),
+                         st.floats(0, 2.0 ** 32 - 1))
     if dtype.kind in "iub":
         if kind == "tame" and dtype.kind in "iu":
             return st.integers(-50 if dtype.kind == "i" else 0, 50)
