@@ -197,13 +197,29 @@ def _libdevice_shim() -> types.SimpleNamespace:
 INTERPRETER_LIBDEVICE = _libdevice_shim()
 
 
-def run_module(module, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+def launch(tk: TritonKernel, tensors: Sequence) -> None:
+    """Run the compiled kernel on device tensors (torch CUDA tensors, or any
+    with `data_ptr()`, `dtype` and `stride(d)` that Triton's launcher takes),
+    the kernel's buffers in operand order."""
+    fn = load(tk)
+    values = arg_values(tk, tensors)
+    n = tk.programs(values)
+    if n == 0:
+        return
+    args = [tensors[a.index] if a.kind == "buffer" else values[a.name] for a in tk.args]
+    fn[(n,)](*args, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
+
+
+def run_module(module, inputs: Sequence[np.ndarray], device: str | None = None
+               ) -> list[np.ndarray]:
     """The results of a kernel-level module's (first) function with every
-    kernel run by Triton's interpreter (the loop-level interpreter's walk,
-    `backends/interpreter.py`, with Triton kernels): buffers from
-    `memref.alloc` start as its poison, so a kernel that leaves an element
-    unwritten shows it. Inputs are taken as C-contiguous arrays (the layout
-    the module was lowered for)."""
+    kernel run by Triton's interpreter on numpy arrays (`device` None: the
+    loop-level interpreter's walk, `backends/interpreter.py`, with Triton
+    kernels), or compiled on a torch device (`device="cuda"`: the inputs
+    copied there and the results back). Buffers from `memref.alloc` start as
+    the interpreter's poison, so a kernel that leaves an element unwritten
+    shows it. Inputs are taken as C-contiguous arrays (the layout the module
+    was lowered for)."""
     from xdsl.dialects import func, memref
     from xdsl.dialects.builtin import MemRefType
 
@@ -214,20 +230,32 @@ def run_module(module, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
     from .interpreter import poison
     from .numpy_ops import dtype_of
 
+    if device is None:
+        to, back = np.ascontiguousarray, (lambda x: x)
+    else:
+        import torch
+
+        def to(x):
+            return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+        def back(x):
+            return x.cpu().numpy()
     f = next(o for o in module.ops if isinstance(o, func.FuncOp))
     block = f.body.blocks[0]
-    bufs = {a: np.ascontiguousarray(x) for a, x in zip(block.args, inputs)}
+    bufs = {a: to(x) for a, x in zip(block.args, inputs)}
     for op in block.ops:
         if isinstance(op, memref.AllocOp):
             t = op.memref.type
             assert isinstance(t, MemRefType)
-            bufs[op.memref] = poison(t.get_shape(), dtype_of(t.element_type))
+            bufs[op.memref] = to(poison(t.get_shape(), dtype_of(t.element_type)))
         elif isinstance(op, memref.CastOp):
             bufs[op.dest] = bufs[op.source]
         elif isinstance(op, K.KernelOp):
-            interpret(emit_kernel(op), [bufs[b] for b in op.buffers])
+            tk = emit_kernel(op)
+            ins = [bufs[b] for b in op.buffers]
+            interpret(tk, ins) if device is None else launch(tk, ins)
         elif isinstance(op, func.ReturnOp):
-            return [bufs[v] for v in op.arguments]
+            return [back(bufs[v]) for v in op.arguments]
         elif isinstance(op, L.ExternOp):
             raise no_rule(f"loop.extern {op.fn.data!r}")
         else:
