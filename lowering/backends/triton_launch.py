@@ -218,8 +218,8 @@ def run_module(module, inputs: Sequence[np.ndarray], device: str | None = None
     kernels), or compiled on a torch device (`device="cuda"`: the inputs
     copied there and the results back). Buffers from `memref.alloc` start as
     the interpreter's poison, so a kernel that leaves an element unwritten
-    shows it. Inputs are taken as C-contiguous arrays (the layout the module
-    was lowered for)."""
+    shows it. The inputs must have the layouts the module was lowered for
+    (`lowering.layout`: C-contiguous for "C")."""
     from xdsl.dialects import func, memref
     from xdsl.dialects.builtin import MemRefType
 
@@ -231,12 +231,12 @@ def run_module(module, inputs: Sequence[np.ndarray], device: str | None = None
     from .numpy_ops import dtype_of
 
     if device is None:
-        to, back = np.ascontiguousarray, (lambda x: x)
+        to, back = np.asarray, (lambda x: x)
     else:
         import torch
 
         def to(x):
-            return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+            return torch.from_numpy(np.asarray(x)).to(device)  # (its strides kept)
 
         def back(x):
             return x.cpu().numpy()

@@ -120,6 +120,19 @@ def total(x):
     return x.sum()
 
 
+def colsum(x):
+    return x.sum(0)
+
+
+def views(x):
+    """Transposes and strided, reversed slices are index maps."""
+    return x.T + 1.0, x[::-1, 1::2] * 2.0
+
+
+def mean_scaled(x):
+    return np.float32(2.0) * x.mean()
+
+
 def bias_layernorm(x, w, b):
     return layernorm(x + b, w, b)
 
@@ -153,6 +166,9 @@ PROGRAMS = {
     "argmax": (argmax, "f32[6,20]", "tame"),
     "argmin-i64": (argmin, "i64[6,20]", "edge"),
     "total": (total, "f32[1000]", "tame"),
+    "mean": (mean_scaled, "f32[100]", "tame"),
+    "colsum": (colsum, "f32[6,20]", "tame"),
+    "views": (views, "f32[6,20]", "edge"),
     "softmax-long-rows": (softmax, "f32[2,10000]", "tame"),
     "layernorm-long-rows": (bias_layernorm, "f32[2,9000] f32[9000] f32[9000]", "tame"),
 }
@@ -167,9 +183,10 @@ def _spec_of(args) -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def kernel_level(fn, spec: str, dynamic: bool = False):
+def kernel_level(fn, spec: str, dynamic: bool = False, layouts: tuple[str, ...] = ()):
     """The kernel-level module of fn for inputs of `spec` (one graph), as the
-    CPU pipeline leaves it (the level both emitters read)."""
+    CPU pipeline leaves it (the level both emitters read), for inputs of the
+    layout classes `layouts` (default C-contiguous)."""
     args, _ = dump.make_inputs(spec)
     if dynamic:
         report = explain(lowering.compile(fn, dynamic=True))(*args)
@@ -179,7 +196,7 @@ def kernel_level(fn, spec: str, dynamic: bool = False):
     report = explain(lowering.compile(fn, backend="numpy"))(*args)
     (graph,) = report.graphs
     module = Parser(context(), graph).parse_module()
-    final, _ = lower(module, "cpu", ["C"] * len(args))
+    final, _ = lower(module, "cpu", list(layouts) or ["C"] * len(args))
     return final
 
 
@@ -377,6 +394,21 @@ def test_kernels_for_many_sizes_run_other_sizes(name):
     args, _ = dump.make_inputs(spec, seed=3)
     got = TL.run_module(module, args)
     _check(name, got, eager(fn, args), args)
+
+
+def test_strided_inputs_read_their_strides():
+    """Inputs of the "F" and "strided" layout classes: their strides (in
+    elements, negative for a reversed view) are run-time arguments."""
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((8, 16)).astype(np.float32)
+    y, z = rng.standard_normal(8).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    for layout, x in (("F", np.asfortranarray(base[:4, :8])), ("strided", base[::-2, ::2])):
+        module = kernel_level(chain, "f32[4,8] f32[8] f32[4]", layouts=(layout, "C", "C"))
+        (tk,) = TK.emit_module(module)
+        assert {(a.name, a.kind) for a in tk.args} >= {("b0_s0", "stride"), ("b0_s1", "stride")}
+        assert tk.index_bits == 64
+        got = TL.run_module(module, [x, y, z])
+        _check(f"chain ({layout})", got, eager(chain, [x, y, z]), [x, y, z])
 
 
 # ---- every ufunc rule, bit for bit, on every pair of edge values ----------------------
