@@ -42,7 +42,11 @@ dependent indices (`loop.index`: gathers, scatters), ordered kernels
 (inlined dot products: matmul), `loop.extern` (BLAS and numpy routines), a
 store inside a reduction, and a store that a map or a flattened domain
 repeats at one address. The CPU schedule's vector width, unroll and thread
-split are not read: the block sizes are this module's."""
+split are not read: the block sizes are this module's.
+
+`lowering/backends/triton_launch.py` loads the source (through `linecache`),
+compiles it for a CUDA target (no GPU needed) and runs it, in Triton's
+interpreter on numpy arrays or on a CUDA device."""
 
 from __future__ import annotations
 
@@ -191,9 +195,6 @@ class KernelEmitter:
             self.blocky.add(v)
         return v
 
-    def use(self, helper: str) -> None:
-        """(The helpers a function calls are found in its text: `source`.)"""
-
     def type_of(self, v: str) -> Attribute | None:
         return self.types.get(v)
 
@@ -251,10 +252,6 @@ class KernelEmitter:
                     return 64
                 sizes.append(total * math.prod(ext))  # type: ignore[arg-type]
         return 32 if max(sizes + [total]) < INT32_LIMIT else 64
-
-    @property
-    def idx(self) -> str:
-        return f"tl.int{self.index_bits}"
 
     # ---- the function ----
     def emit(self) -> TritonKernel:
@@ -508,7 +505,6 @@ class KernelEmitter:
         """(accumulator dtype, elementwise combine: a format of (acc, value),
         or a helper's name for argmax/argmin)."""
         if kind in ("argmax", "argmin"):
-            self.use(f"_combine_{kind}")
             return (tl_dtype(yt, self.index_bits) if not is_bool(yt) else "tl.int8",
                     f"_combine_{kind}")
         if kind in ("any", "all") or is_bool(yt):
@@ -520,7 +516,6 @@ class KernelEmitter:
         if kind == "prod":
             return acc, "({} * {})"
         if is_float(yt):
-            self.use(f"_np_{kind}")
             return acc, f"_np_{kind}({{}}, {{}})"
         return acc, f"tl.{'maximum' if kind == 'max' else 'minimum'}({{}}, {{}})"
 

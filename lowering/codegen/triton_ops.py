@@ -128,7 +128,7 @@ def literal(value: float | int | bool, t: Attribute) -> str:
 
 
 # ---- helpers: @triton.jit functions the generated module defines when used ----
-# `_DIV(` and `_SQRT(` stand for the IEEE operation of the helper's float type
+# `_DIV(` stands for the IEEE division of the helper's float type
 # (a helper is generated once per float type it is used with: name + "_f32")
 
 HELPERS: dict[str, str] = {
@@ -429,7 +429,6 @@ def _divmod(fn: str) -> UfuncRule:
         else:
             name = {"floor_divide": "_np_floordiv_int", "remainder": "_np_remainder_int",
                     "fmod": "_np_fmod_int"}[fn]
-        h.use(name)
         return f"{name}({args[0]}, {args[1]}).to({h.dtype(rt)})"
     return rule
 
@@ -538,7 +537,6 @@ def _scale(to_degrees: bool) -> UfuncRule:
 
 
 def _ldexp(h, args, types, rt):
-    h.use("_np_ldexp")
     x = args[0] if is_float(types[0]) else f"{args[0]}.to({h.dtype(rt)})"
     return h.float_fn(lambda a: f"_np_ldexp({a}, {args[1]})", [x], rt)
 
@@ -667,15 +665,11 @@ class TritonOps(ScalarOps[str]):
     def let(self, expr: str) -> str:
         return self.em.let(expr)
 
-    def use(self, helper: str) -> None:
-        self.em.use(helper)
-
     def dtype(self, t: Attribute) -> str:
         return tl_dtype(t, self.em.index_bits)
 
     def call(self, helper: str, args, rt: Attribute) -> str:
         """A helper on the operands (float16 ones in float32)."""
-        self.use(helper)
         return self.float_fn(lambda *x: f"{helper}({', '.join(x)})", list(args), rt) \
             if is_float(rt) else f"{helper}({', '.join(args)})"
 
