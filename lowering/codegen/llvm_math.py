@@ -887,21 +887,39 @@ def _log_dd(e: _E, a):
 # ---------------------------------------------------------------- power
 def _power(e: _E, x, y):
     """|x|^y = exp(y log|x|), then C99's special cases as selects. For an f32
-    result this runs in f64 and a plain f64 log is accurate enough."""
+    result this runs in f64 and a plain f64 log is accurate enough.
+
+    The arithmetic raises no IEEE flag numpy's `pow` does not (numpy's flags
+    come from `KernelCodegen.math_flags`, worked out from the inputs and the
+    result): it runs on operands made harmless first — |x| = 1 where x is
+    0, inf or NaN; y = 0 where y is infinite, NaN, tiny (then the result
+    rounds to 1 anyway) or makes a negative x's result NaN; |y| <= 2^100
+    (|y log|x|| past the exp clamp either way) — and the results of those
+    lanes are selected; y's parity is tested on |y| >= 1 only. What is left to the hardware is a finite
+    result's own overflow or underflow, which numpy raises too."""
     k = _CONSTS[e.f.name]
-    inf, one = e.c(float("inf")), e.c(1.0)
+    inf, one, zero = e.c(float("inf")), e.c(1.0), e.c(0.0)
     ax = e.fabs(x)
+    ay = e.fabs(y)
+    regular = e.and_(e.gt(ax, zero), e.lt(ax, inf))  # false for NaN
+    axs = e.sel(regular, ax, one)
+    y_fin = e.lt(ay, inf)  # false for NaN
+    y_int = e.eq(e.rint(y), y)  # true for +-inf, false for NaN
+    neg_finite = e.and_(e.lt(x, zero), e.gt(x, e.neg(inf)))
+    y_frac = e.and_(y_fin, e.not_(y_int))
+    invalid = e.and_(neg_finite, y_frac)  # NaN, and nothing else to raise
+    ys = e.sel(e.and_(e.and_(y_fin, e.not_(invalid)), e.ge(ay, e.c(2.0**-70))), y, zero)
+    big = e.c(2.0**100)
+    ys = e.sel(e.gt(ys, big), big, e.sel(e.lt(ys, e.neg(big)), e.neg(big), ys))
     if e.result_prec < e.f.prec:
-        kf, hi, lo = _log_parts(e, ax)
-        lg, lg_lo = _log_combine(e, kf, hi, lo, k.ln2, None), e.c(0.0)
+        kf, hi, lo = _log_parts(e, axs)
+        lg, lg_lo = _log_combine(e, kf, hi, lo, k.ln2, None), zero
     else:
-        lg, lg_lo = _log_dd(e, ax)
-    regular = e.and_(e.gt(ax, e.c(0.0)), e.lt(ax, inf))
-    lg = e.sel(regular, lg, e.sel(e.eq(ax, e.c(0.0)), e.neg(inf), ax))
-    lg_lo = e.sel(regular, lg_lo, e.c(0.0))
-    p = e.mul(y, lg)
-    p_lo = e.fma(y, lg_lo, e.fma(y, lg, e.neg(p)))
-    p_lo = e.sel(e.lt(e.fabs(p), e.c(4096.0)), p_lo, e.c(0.0))  # inf / NaN products
+        lg, lg_lo = _log_dd(e, axs)
+    p = e.mul(ys, lg)
+    p_lo = e.fma(ys, lg_lo, e.fma(ys, lg, e.neg(p)))
+    # |p| >= 4096 is past the clamp: its low part (which may be tiny) is moot
+    p_lo = e.sel(e.lt(e.fabs(p), e.c(4096.0)), p_lo, zero)
     # e^(p + p_lo) = 2^n e^(r + r_lo): here r is kept exactly (the Cody-Waite
     # step with the short ln2_hi is exact) and 1 + r as hi + lo, so the only
     # sizeable rounding is the last one
@@ -909,21 +927,22 @@ def _power(e: _E, x, y):
     n = e.rint(e.mul(pc, e.c(k.log2e)))
     nn = e.neg(n)
     r, r_lo = e.two_sum(e.fma(nn, e.c(k.ln2_hi), pc), e.fma(nn, e.c(k.ln2_lo), p_lo))
-    one_r, one_r_lo = e.fast_two_sum(e.c(1.0), r)
+    one_r, one_r_lo = e.fast_two_sum(one, r)
     tail = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), e.add(r_lo, one_r_lo))
     res = e.scale(e.add(one_r, tail), e.to_int(n))
+    # x = 0, inf, or y = +-inf with |x| != 1: 0 or inf, by the sign of y log|x|
+    saturated = e.or_(e.not_(regular), e.not_(y_fin))
+    grows = e.b.icmp_unsigned("==", e.gt(ax, one), e.gt(y, zero))
+    res = e.sel(saturated, e.sel(grows, inf, zero), res)
     # signs and special cases
-    y_int = e.eq(e.rint(y), y)  # true for +-inf, false for NaN
-    half = e.mul(y, e.c(0.5))
+    half = e.mul(e.sel(e.ge(ay, one), y, zero), e.c(0.5))  # |y| < 1 is not odd
     y_odd = e.and_(y_int, e.not_(e.eq(e.rint(half), half)))
     x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
     res = e.sel(e.and_(x_neg, y_odd), e.neg(res), res)
-    neg_finite = e.and_(e.lt(x, e.c(0.0)), e.gt(x, e.neg(inf)))
-    y_frac = e.and_(e.lt(e.fabs(y), inf), e.not_(y_int))
-    nan = e.or_(e.or_(e.isnan(x), e.isnan(y)), e.and_(neg_finite, y_frac))
+    nan = e.or_(e.or_(e.isnan(x), e.isnan(y)), invalid)
     res = e.sel(nan, e.c(float("nan")), res)
-    is_one = e.or_(e.eq(y, e.c(0.0)), e.eq(x, one))
-    is_one = e.or_(is_one, e.and_(e.eq(x, e.c(-1.0)), e.eq(e.fabs(y), inf)))
+    is_one = e.or_(e.eq(y, zero), e.eq(x, one))
+    is_one = e.or_(is_one, e.and_(e.eq(x, e.c(-1.0)), e.eq(ay, inf)))
     return e.sel(is_one, one, res)
 
 

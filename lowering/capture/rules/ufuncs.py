@@ -167,10 +167,18 @@ def _scalar_power(tr, exponent, vals, out_dt: np.dtype, shape):
         if e == -1.0:
             return p.ufunc("reciprocal", vals[:1], out_dt)
         return p.ufunc("power", vals, out_dt)
-    # a value known only at run time: numpy decides per call, so must we
-    half = p.broadcast(p.constant(0.5, out_dt), shape)
-    return p.select(p.compare("eq", vals[1], half), p.ufunc("sqrt", vals[:1], out_dt),
-                    p.ufunc("power", vals, out_dt))
+    # a value known only at run time: numpy decides per call, so must we. Both
+    # sides run on every element: where sqrt is not taken its operand is
+    # maximum(x, 0) (maximum(x, -inf) = x where it is, NaN kept), so that the
+    # sqrt of a negative x raises no flag numpy's pow does not. (Not a select
+    # of x by the same condition: LLVM would see through it.)
+    def splat(v):
+        return p.broadcast(p.constant(v, out_dt), shape)
+
+    is_half = p.compare("eq", vals[1], splat(0.5))
+    floor = p.select(is_half, splat(-math.inf), splat(0.0))
+    root = p.ufunc("maximum", [vals[0], floor], out_dt)
+    return p.select(is_half, p.ufunc("sqrt", [root], out_dt), p.ufunc("power", vals, out_dt))
 
 
 @ufunc_method("__call__")
