@@ -171,6 +171,15 @@ def fp_flags_wrapper(module: ir.Module, body: ir.Function, name: str) -> ir.Func
     return fn
 
 
+# (ufunc, LLVM element type) -> numpy raises underflow for 0 < |x| < bound
+# (measured: numpy 2 on x86-64, glibc 2.36; over-reporting where another
+# build does not only costs an eager re-run)
+_TINY_INPUT_UNDERFLOWS = {
+    ("sin", "float"): float.fromhex("0x1.3988e2p-62"), ("cos", "float"): float.fromhex("0x1.3988e2p-62"),
+    ("exp", "float"): float.fromhex("0x1.62e43p-127"), ("sin", "double"): 2.0 ** -1022,
+}
+
+
 def _element(ty: ir.Type) -> ir.Type:
     return ty.element if isinstance(ty, ir.VectorType) else ty
 
@@ -574,7 +583,8 @@ class KernelCodegen:
         """From the result and the inputs: invalid for a NaN out of no NaN,
         divide for a pole's infinity (log's 0, 0 to a negative power),
         overflow for another infinity out of finite inputs, underflow where
-        exp/exp2/power/log1p give a tiny value. The common case (a finite,
+        exp/exp2/power give a tiny value, arctan2 one of y != 0, and for
+        the tiny inputs numpy's own loops flag (`_TINY_INPUT_UNDERFLOWS`). The common case (a finite,
         normal result) is one test; the flags are worked out in a cold
         block. The vector functions themselves are meant to raise no flag
         numpy does not (they compute on harmless operands where an input is
@@ -584,7 +594,11 @@ class KernelCodegen:
         b, ty = self.b, r.type
         el = _element(ty)
         w = ty.count if isinstance(ty, ir.VectorType) else 1
-        underflows = name in ("exp", "exp2", "power", "log1p")
+        underflows = name in ("exp", "exp2", "power", "arctan2")
+        # numpy's own loops raise underflow for these tiny inputs (its SIMD
+        # float32 sin/cos square x, glibc's sin and numpy's float32 exp flag a
+        # subnormal x): below the bound, by the element type
+        tiny_in = _TINY_INPUT_UNDERFLOWS.get((name, str(el)))
 
         def fabs(v):
             return b.call(self.em.intrinsic("fabs", ty), [v])
@@ -596,6 +610,11 @@ class KernelCodegen:
         if underflows:
             special = b.or_(special, b.fcmp_ordered("<", ar, tiny))
         cold, cont = self.fn.append_basic_block("fpe.special"), self.fn.append_basic_block("fpe.ok")
+        if tiny_in is not None:
+            ax0 = fabs(args[0])
+            tiny_x = b.and_(b.fcmp_ordered("<", ax0, const(el, tiny_in, w)),
+                            b.fcmp_ordered("!=", ax0, zero))
+            special = b.or_(special, tiny_x)
         any_special = self.em.any_lane(b, special) if w > 1 else special
         b.cbranch(any_special, cold, cont).set_weights([1, 1000])
         b.position_at_end(cold)
@@ -619,11 +638,14 @@ class KernelCodegen:
             self.raise_flags(r_inf, MXCSR_OE)
         if underflows:
             small = b.and_(b.fcmp_ordered("<", ar, tiny), all_finite)
-            if name == "log1p":  # tiny but not zero: log1p(x) ~ x
-                small = b.and_(small, b.fcmp_ordered("!=", r, zero))
+            if name == "arctan2":  # a tiny angle of y != 0 (glibc flags some of those
+                # that round to 0, not all: more is an eager re-run, less wrong)
+                small = b.and_(small, b.fcmp_ordered("!=", args[0], zero))
             if name == "power":  # 0 to a power is exact
                 small = b.and_(small, b.fcmp_ordered("!=", args[0], zero))
             self.raise_flags(small, MXCSR_UE)
+        if tiny_in is not None:
+            self.raise_flags(tiny_x, MXCSR_UE)
         b.branch(cont)
         b.position_at_end(cont)
 

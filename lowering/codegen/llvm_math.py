@@ -551,6 +551,36 @@ class _E:
         s = self.add(a, b)
         return s, self.add(self.sub(a, s), b)
 
+    def unsubnormal(self, a, shift: int):
+        """a 2^shift for a subnormal a >= 0 (shift <= mant + 2), exactly and
+        without a multiply: a's mantissa bits under the exponent of c = 2^(1 -
+        bias + shift), minus c. Any other a gives a finite value and no flag
+        (a product would overflow for a huge a, and LLVM folds a clamp of the
+        factor into the select that picks the product)."""
+        c = self.c(2.0 ** (1 - self.f.bias + shift))
+        mant = self.iand(self.bits(a), self.ci((1 << self.f.mant) - 1))
+        return self.sub(self.from_bits(self.b.or_(mant, self.bits(c))), c)
+
+    # harmless operands: the arithmetic of a function runs on them where an
+    # input is special, and the special result is selected, so that no IEEE
+    # flag numpy does not raise comes from an intermediate (0 * inf, inf -
+    # inf, a tiny square, a huge product); see `KernelCodegen.math_flags`
+    def finite(self, x):
+        """|x| < inf (false for NaN)."""
+        return self.lt(self.fabs(x), self.c(float("inf")))
+
+    def tiny(self, x):
+        """0 < |x| < 2^-60 or x = 0: where functions with f(x) = x (1 + O(x))
+        round to x, and those with f(x) = 1 + O(x) to 1."""
+        return self.lt(self.fabs(x), self.c(TINY))
+
+    def ordinary(self, x, fill: float = 0.0):
+        """x where it is finite and not tiny, else `fill`."""
+        return self.sel(self.and_(self.finite(x), self.not_(self.tiny(x))), x, self.c(fill))
+
+
+TINY = 2.0**-60  # `_E.tiny`: x^3 and x^2 / 2 are far below half an ULP of x, and x^2 is normal
+
 
 # ---------------------------------------------------------------- per-format constants
 @dataclass(frozen=True)
@@ -659,9 +689,12 @@ def _exp(e: _E, x):
         return e.from_bits(e.iadd(e.bits(p), e.exponent_of(t)))
 
     def general():
-        xc = e.max_(e.min_(x, e.c(k.exp_max)), e.c(k.exp_min))
+        # on finite x only (exp(+-inf) selected: clamped, they would overflow
+        # or underflow); tiny x give 1 from 0
+        xc = e.max_(e.min_(e.ordinary(x), e.c(k.exp_max)), e.c(k.exp_min))
         t, p = _exp_core(e, xc)
-        return e.sel(e.isnan(x), x, e.scale(p, e.int_of(t)))
+        special = e.sel(e.lt(x, e.c(0.0)), e.c(0.0), x)  # exp(-inf) = 0; inf, NaN
+        return e.sel(e.finite(x), e.scale(p, e.int_of(t)), special)
 
     ok = e.lt(e.fabs(x), e.c(k.exp_fast))  # false for NaN
     return e.fast_or_general(ok, fast, general)
@@ -671,14 +704,15 @@ def _exp2(e: _E, x):
     """2^x = 2^n e^(r ln2), r = x - n exact; r ln2 is carried as hi + lo."""
     k = _CONSTS[e.f.name]
     hi, lo = e.f.mant + e.f.bias + 3, -(e.f.mant + e.f.bias + 4)  # 2^hi = inf, 2^lo = 0
-    xc = e.max_(e.min_(x, e.c(hi)), e.c(lo))
+    xc = e.max_(e.min_(e.ordinary(x), e.c(hi)), e.c(lo))
     n = e.rint(xc)
     r = e.sub(xc, n)
     rh = e.mul(r, e.c(k.ln2[0]))
     rl = e.fma(r, e.c(k.ln2[1]), e.fma(r, e.c(k.ln2[0]), e.neg(rh)))
     t = e.fma(e.mul(rh, rh), e.poly(rh, e.coeffs("exp_q")), rl)
     p = e.add(e.c(1.0), e.add(rh, t))
-    return e.sel(e.isnan(x), x, e.scale(p, e.to_int(n)))
+    special = e.sel(e.lt(x, e.c(0.0)), e.c(0.0), x)
+    return e.sel(e.finite(x), e.scale(p, e.to_int(n)), special)
 
 
 def _expm1_core(e: _E, x):
@@ -695,12 +729,14 @@ def _expm1_core(e: _E, x):
 
 
 def _expm1(e: _E, x):
-    res = e.sel(e.eq(x, e.c(0.0)), x, _expm1_core(e, x))
-    return e.sel(e.isnan(x), x, res)
+    res = e.sel(e.tiny(x), x, _expm1_core(e, e.ordinary(x)))
+    special = e.sel(e.lt(x, e.c(0.0)), e.c(-1.0), x)  # expm1(-inf) = -1; inf, NaN
+    return e.sel(e.finite(x), res, special)
 
 
 def _half_exp(e: _E, ax):
-    """e^ax / 2 as hi + lo for ax >= 0 (overflowing only where e^ax / 2 does)."""
+    """e^ax / 2 as hi + lo for ax >= 0 (overflowing only where e^ax / 2 does),
+    and 1 / (4 (hi + lo)) to first order."""
     k = _CONSTS[e.f.name]
     n, r = _exp_reduce(e, ax, k.exp_max + 1.0, k.exp_min)
     s = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), r)
@@ -708,22 +744,30 @@ def _half_exp(e: _E, ax):
     p = e.add(one, s)
     p_lo = e.add(e.sub(one, p), s)
     n = e.isub(e.to_int(n), e.ci(1))
-    return e.scale(p, n), e.scale(p_lo, n)
+    # 1/(4h) = (1/(4p)) 2^-n; where it would be subnormal, a stand-in far
+    # below half an ULP of h (the exponent clamped by an integer min: a
+    # select there would let LLVM divide by h itself in one arm)
+    smin = e.intrinsic("smin", 2, ty=e.ity)
+    m = e.b.call(smin, [n, e.ci(e.f.bias - 24)])
+    return e.scale(p, n), e.scale(p_lo, n), e.scale(e.div(e.c(0.25), p), e.isub(e.ci(0), m))
 
 
 def _sinh(e: _E, x):
     ax = e.fabs(x)
-    z = e.mul(ax, ax)
-    small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("sinh_s")), ax)
-    h, h_lo = _half_exp(e, ax)
-    large = e.add(e.sub(h, e.div(e.c(0.25), h)), h_lo)
+    axs = e.ordinary(ax)  # (the polynomial: +-inf, NaN and huge x give 0)
+    a1 = e.min_(axs, e.c(1.0))
+    z = e.mul(a1, a1)
+    small = e.fma(e.mul(a1, z), e.poly(z, e.coeffs("sinh_s")), a1)
+    h, h_lo, q = _half_exp(e, axs)
+    large = e.add(e.sub(h, q), h_lo)
     res = e.copysign(e.sel(e.lt(ax, e.c(1.0)), small, large), x)
-    return e.sel(e.isnan(x), x, res)
+    return e.sel(e.and_(e.finite(x), e.not_(e.tiny(x))), res, x)  # +-inf, NaN, tiny: x
 
 
 def _cosh(e: _E, x):
-    h, h_lo = _half_exp(e, e.fabs(x))
-    return e.sel(e.isnan(x), x, e.add(e.add(h, e.div(e.c(0.25), h)), h_lo))
+    ax = e.fabs(x)
+    h, h_lo, q = _half_exp(e, e.ordinary(ax))
+    return e.sel(e.finite(x), e.add(e.add(h, q), h_lo), ax)
 
 
 def _tanh(e: _E, x):
@@ -737,8 +781,9 @@ def _tanh_f32(e: _E, x):
     the result. NaN flows through the clamp (an unordered min) into q."""
     k = _CONSTS["f32"]
     ax = e.fabs(x)
-    z = e.mul(ax, ax)
-    small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("tanh_w")), ax)  # Horner: fewest fmas
+    a1 = e.min_(ax, e.c(1.0))  # the polynomial's operand: no overflow, no inf * 0
+    z = e.mul(a1, a1)
+    small = e.fma(e.mul(a1, z), e.poly(z, e.coeffs("tanh_w")), a1)  # Horner: fewest fmas
     ac = e.sel(e.b.fcmp_unordered("<", ax, e.c(k.tanh_max)), ax, e.c(k.tanh_max))
     t, s = _exp_parts(e, e.add(ac, ac))
     p2n = e.from_bits(e.iadd(e.exponent_of(t), e.bits(e.c(1.0))))
@@ -754,8 +799,9 @@ def _tanh_f64(e: _E, x):
     kept as hi + lo)."""
     k = _CONSTS[e.f.name]
     ax = e.fabs(x)
-    z = e.mul(ax, ax)
-    small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("tanh_t")), ax)
+    a1 = e.min_(ax, e.c(1.0))  # the polynomial's operand: no overflow, no inf * 0
+    z = e.mul(a1, a1)
+    small = e.fma(e.mul(a1, z), e.poly(z, e.coeffs("tanh_t")), a1)
     x2 = e.mul(e.c(2.0), e.min_(ax, e.c(k.tanh_max)))
     n = e.rint(e.mul(x2, e.c(k.log2e)))
     nn = e.neg(n)
@@ -778,7 +824,7 @@ def _split_exponent(e: _E, a, subnormals: bool = True):
     k = _CONSTS[e.f.name]
     if subnormals:
         sub = e.lt(a, e.c(k.min_normal))
-        a = e.sel(sub, e.mul(a, e.c(2.0**k.sub_shift)), a)
+        a = e.sel(sub, e.unsubnormal(a, k.sub_shift), a)
     d = e.isub(e.bits(a), e.ci(k.sqrt_half_bits))
     kf = e.to_float(e.iashr(d, e.f.mant))
     if subnormals:
@@ -815,10 +861,15 @@ def _log_combine(e: _E, kf, hi, lo, base: tuple[float, float], scale: tuple[floa
     return e.fma(kf, e.c(base[0]), y)
 
 
+def _log_regular(e: _E, a):
+    """0 < a < inf."""
+    return e.and_(e.gt(a, e.c(0.0)), e.lt(a, e.c(float("inf"))))
+
+
 def _log_special(e: _E, a, res):
     """res where 0 < a < inf; else log's value at a (-inf, inf or NaN)."""
     inf = e.c(float("inf"))
-    ok = e.and_(e.gt(a, e.c(0.0)), e.lt(a, inf))
+    ok = _log_regular(e, a)
     special = e.sel(e.eq(a, e.c(0.0)), e.neg(inf), e.sel(e.gt(a, e.c(0.0)), a, e.c(float("nan"))))
     return e.sel(ok, res, special)
 
@@ -838,7 +889,8 @@ def _log_n(base: str | None, scale: str | None):
             return _log_combine(e, *_log_parts(e, x, subnormals=False), b, sc)
 
         def general():
-            return _log_special(e, x, _log_combine(e, *_log_parts(e, x), b, sc))
+            xs = e.sel(_log_regular(e, x), x, e.c(1.0))  # (-huge x * 2^54 would overflow)
+            return _log_special(e, x, _log_combine(e, *_log_parts(e, xs), b, sc))
 
         ok = e.and_(e.ge(x, e.c(k.min_normal)), e.lt(x, e.c(float("inf"))))
         return e.fast_or_general(ok, fast, general)
@@ -850,11 +902,17 @@ def _log1p(e: _E, x):
     """log(u) + c, u = 1 + x rounded and c = (x - (u - 1)) / u its first-order
     correction, so tiny x give x exactly."""
     k = _CONSTS[e.f.name]
-    u = e.add(e.c(1.0), x)
-    c = e.div(e.sub(x, e.sub(u, e.c(1.0))), u)
-    kf, hi, lo = _log_parts(e, u)
+    one = e.c(1.0)
+    xo = e.ordinary(x)
+    u = e.add(one, xo)
+    regular = _log_regular(e, u)
+    us = e.sel(regular, u, one)  # (u = 0: 0/0; u = inf: inf - inf)
+    xs = e.sel(regular, xo, e.c(0.0))
+    c = e.div(e.sub(xs, e.sub(us, one)), us)
+    kf, hi, lo = _log_parts(e, us)
     res = _log_special(e, u, _log_combine(e, kf, hi, e.add(lo, c), k.ln2, None))
-    return e.sel(e.eq(x, e.c(0.0)), x, res)
+    special = e.sel(e.lt(x, e.c(0.0)), e.c(float("nan")), x)  # log1p(-inf); inf, NaN
+    return e.sel(e.finite(x), e.sel(e.tiny(x), x, res), special)
 
 
 def _log_dd(e: _E, a):
@@ -1112,7 +1170,9 @@ def _cos_kernel(e: _E, r, r_lo):
 
 
 def _trig(which: str):
-    def impl(e: _E, x):
+    def impl(e: _E, x0):
+        tiny = e.tiny(x0)
+        x = e.sel(tiny, e.c(0.0), x0)  # (r^2 would underflow): sin, tan = x, cos = 1
         q, r, r_lo = _trig_reduce(e, x)
         (s, s_lo), (c, c_lo) = _sin_kernel(e, r, r_lo), _cos_kernel(e, r, r_lo)
         odd = e.b.icmp_signed("!=", e.iand(q, e.ci(1)), e.ci(0))
@@ -1131,8 +1191,8 @@ def _trig(which: str):
             flip = e.b.icmp_signed("!=", e.iand(q, e.ci(2)), e.ci(0))
             res = e.sel(flip, e.neg(res), res)
         if which != "cos":
-            res = e.sel(e.eq(x, e.c(0.0)), x, res)
-        return e.sel(e.lt(e.fabs(x), e.c(float("inf"))), res, e.c(float("nan")))
+            res = e.sel(tiny, x0, res)
+        return e.sel(e.finite(x0), res, e.c(float("nan")))
 
     return impl
 
@@ -1141,7 +1201,8 @@ def _trig(which: str):
 def _atan_eval(e: _E, t, t_lo, kq, sgn):
     """kq pi/4 + sgn atan(t + t_lo), |t| <= tan(pi/8), kq in 0..4."""
     st, st_lo = e.mul(sgn, t), e.mul(sgn, t_lo)
-    z = e.mul(t, t)
+    tz = e.sel(e.tiny(t), e.c(0.0), t)  # t^3 is negligible there, and t^2 might underflow
+    z = e.mul(tz, tz)
     s, err = e.fast_two_sum(e.mul(kq, e.c(_PIO4_50[0])), st)
     tail = e.fma(e.mul(st, z), e.poly(z, e.coeffs("atan_a")), e.fma(e.neg(z), st_lo, st_lo))
     return e.add(s, e.add(err, e.fma(kq, e.c(_PIO4_50[1]), tail)))
@@ -1156,7 +1217,7 @@ def _div_lo(e: _E, num, num_lo, den, den_lo, t):
 
 
 def _arctan(e: _E, x):
-    a = e.fabs(x)
+    a = e.min_(e.fabs(x), e.c(2.0**60))  # atan rounds to pi/2 above; inf, NaN: no 0 * inf
     one, zero = e.c(1.0), e.c(0.0)
     r1 = e.le(a, e.c(_TAN_PI8))
     r3 = e.gt(a, e.c(_TAN_3PI8))
@@ -1172,12 +1233,26 @@ def _arctan(e: _E, x):
 
 
 def _arctan2(e: _E, y, x):
+    """The angle of min/max (|y|, |x|) by `_atan_eval`, then the quadrant.
+    Where the ratio is below 2^-60 (one of them infinite, or zero, included)
+    it is mn / mx itself (a tiny result, subnormal or 0 only where it truly
+    is), and the polynomial's operands are 0; the ratio is judged on the bit
+    patterns, which raise no flag."""
     ax, ay = e.fabs(x), e.fabs(y)
     one, zero, inf = e.c(1.0), e.c(0.0), e.c(float("inf"))
     swap = e.gt(ay, ax)
     mx, mn = e.sel(swap, ay, ax), e.sel(swap, ax, ay)
     both_inf = e.and_(e.eq(ax, inf), e.eq(ay, inf))
     mx, mn = e.sel(both_inf, one, mx), e.sel(both_inf, one, mn)
+    gap = e.isub(e.bits(mx), e.bits(mn))  # >= 0 (mx >= mn >= 0) unless NaN
+    ratio_tiny = e.or_(e.b.icmp_signed(">", gap, e.ci(61 << e.f.mant)), e.eq(mx, inf))
+    ratio_zero = e.b.icmp_signed(">", gap, e.ci(1080 << e.f.mant))  # mn / mx rounds to 0
+    x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
+    # the quotient only where it is the result (else pi/2 or pi is, and a
+    # subnormal quotient would raise underflow for nothing)
+    use = e.and_(e.and_(ratio_tiny, e.not_(ratio_zero)), e.not_(e.or_(swap, x_neg)))
+    direct = e.div(e.sel(use, mn, zero), e.sel(ratio_tiny, mx, one))
+    mx, mn = e.sel(ratio_tiny, one, mx), e.sel(ratio_tiny, zero, mn)
     mx = e.sel(e.eq(mx, zero), one, mx)  # both zero: angle 0 before the quadrant fix
     # keep mn + mx finite and the residual of mn / mx out of the subnormals
     sc = e.sel(
@@ -1189,12 +1264,12 @@ def _arctan2(e: _E, y, x):
     d2, d2_lo = e.two_sum(mn, mx)
     num, num_lo = e.sel(r1, mn, n2), e.sel(r1, zero, n2_lo)
     den, den_lo = e.sel(r1, mx, d2), e.sel(r1, zero, d2_lo)
-    t = e.div(num, den)
-    t_lo = _div_lo(e, num, num_lo, den, den_lo, t)
+    t0 = e.div(num, den)
+    t = e.sel(ratio_tiny, direct, t0)
+    t_lo = e.sel(ratio_tiny, zero, _div_lo(e, num, num_lo, den, den_lo, t0))
     kq = e.sel(r1, zero, one)
     kq = e.sel(swap, e.sub(e.c(2.0), kq), kq)
     sgn = e.sel(swap, e.c(-1.0), one)
-    x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
     kq = e.sel(x_neg, e.sub(e.c(4.0), kq), kq)
     sgn = e.sel(x_neg, e.neg(sgn), sgn)
     res = e.copysign(_atan_eval(e, t, t_lo, kq, sgn), y)
@@ -1206,24 +1281,32 @@ def _asin_parts(e: _E, a):
     small (the sqrt's rounding error plus the polynomial). NaN for a > 1."""
     w = e.mul(e.sub(e.c(1.0), a), e.c(0.5))
     s = e.sqrt(w)
-    c = e.div(e.fma(e.neg(s), s, w), e.add(s, s))
-    c = e.sel(e.gt(s, e.c(0.0)), c, e.c(0.0))
+    c = e.div(e.fma(e.neg(s), s, w), e.sel(e.gt(s, e.c(0.0)), e.add(s, s), e.c(1.0)))
     u = e.fma(e.mul(s, w), e.poly(w, e.coeffs("asin_b")), c)
     return s, u
 
 
+def _asin_domain(e: _E, x):
+    """(in_domain, a, x): |x| <= 1, and |x| and x where it holds and is not
+    tiny, else 0 (no huge square, no sqrt of a negative)."""
+    ok = e.le(e.fabs(x), e.c(1.0))  # false for NaN
+    xs = e.sel(e.and_(ok, e.not_(e.tiny(x))), x, e.c(0.0))
+    return ok, e.fabs(xs), xs
+
+
 def _arcsin(e: _E, x):
-    a = e.fabs(x)
+    ok, a, _ = _asin_domain(e, x)
     z = e.mul(a, a)
     small = e.fma(e.mul(a, z), e.poly(z, e.coeffs("asin_b")), a)
     s, u = _asin_parts(e, a)
     hi, err = e.fast_two_sum(e.c(_PIO2[0]), e.neg(e.add(s, s)))
     large = e.add(hi, e.sub(e.add(err, e.c(_PIO2[1])), e.add(u, u)))
-    return e.copysign(e.sel(e.le(a, e.c(0.5)), small, large), x)
+    res = e.copysign(e.sel(e.le(a, e.c(0.5)), small, large), x)
+    return e.sel(ok, e.sel(e.tiny(x), x, res), e.c(float("nan")))
 
 
-def _arccos(e: _E, x):
-    a = e.fabs(x)
+def _arccos(e: _E, x0):
+    ok, a, x = _asin_domain(e, x0)  # arccos(tiny) rounds to pi/2 = arccos(0)
     z = e.mul(x, x)
     hi, err = e.fast_two_sum(e.c(_PIO2[0]), e.neg(x))
     mid = e.add(
@@ -1233,7 +1316,8 @@ def _arccos(e: _E, x):
     pos = e.mul(e.c(2.0), e.add(s, u))
     hi2, err2 = e.fast_two_sum(e.c(_PI_HL[0]), e.neg(e.add(s, s)))
     negv = e.add(hi2, e.sub(e.add(err2, e.c(_PI_HL[1])), e.add(u, u)))
-    return e.sel(e.le(a, e.c(0.5)), mid, e.sel(e.gt(x, e.c(0.0)), pos, negv))
+    res = e.sel(e.le(a, e.c(0.5)), mid, e.sel(e.gt(x, e.c(0.0)), pos, negv))
+    return e.sel(ok, res, e.c(float("nan")))
 
 
 def _cbrt(e: _E, x):
@@ -1241,7 +1325,7 @@ def _cbrt(e: _E, x):
     with the residual y^3 - v computed exactly."""
     a = e.fabs(x)
     sub = e.lt(a, e.c(2.0**-1022))
-    a2 = e.sel(sub, e.mul(a, e.c(2.0**54)), a)
+    a2 = e.sel(sub, e.unsubnormal(a, 54), a)
     ib = e.bits(a2)
     ef = e.sub(e.to_float(e.iashr(ib, 52)), e.c(1023.0))
     ef = e.sub(ef, e.sel(sub, e.c(54.0), e.c(0.0)))
