@@ -903,16 +903,14 @@ def _log1p(e: _E, x):
     correction, so tiny x give x exactly."""
     k = _CONSTS[e.f.name]
     one = e.c(1.0)
-    xo = e.ordinary(x)
-    u = e.add(one, xo)
+    u = e.add(one, x)
     regular = _log_regular(e, u)
     us = e.sel(regular, u, one)  # (u = 0: 0/0; u = inf: inf - inf)
-    xs = e.sel(regular, xo, e.c(0.0))
+    xs = e.sel(regular, x, e.c(0.0))
     c = e.div(e.sub(xs, e.sub(us, one)), us)
     kf, hi, lo = _log_parts(e, us)
     res = _log_special(e, u, _log_combine(e, kf, hi, e.add(lo, c), k.ln2, None))
-    special = e.sel(e.lt(x, e.c(0.0)), e.c(float("nan")), x)  # log1p(-inf); inf, NaN
-    return e.sel(e.finite(x), e.sel(e.tiny(x), x, res), special)
+    return e.sel(e.eq(x, e.c(0.0)), x, res)
 
 
 def _log_dd(e: _E, a):
@@ -1233,11 +1231,11 @@ def _arctan(e: _E, x):
 
 
 def _arctan2(e: _E, y, x):
-    """The angle of min/max (|y|, |x|) by `_atan_eval`, then the quadrant.
-    Where the ratio is below 2^-60 (one of them infinite, or zero, included)
-    it is mn / mx itself (a tiny result, subnormal or 0 only where it truly
-    is), and the polynomial's operands are 0; the ratio is judged on the bit
-    patterns, which raise no flag."""
+    """The angle of mn/mx = min/max(|y|, |x|) by `_atan_eval`, then the
+    quadrant. Where the ratio is below 2^-60 (judged on the bit patterns,
+    which raise no flag) the angle is mn / mx itself, rounded once, and no
+    residual or square of it is formed; where that quotient is not the result
+    (pi/2 or pi is, or it rounds to 0, or mx is infinite) mn is 0 instead."""
     ax, ay = e.fabs(x), e.fabs(y)
     one, zero, inf = e.c(1.0), e.c(0.0), e.c(float("inf"))
     swap = e.gt(ay, ax)
@@ -1245,28 +1243,28 @@ def _arctan2(e: _E, y, x):
     both_inf = e.and_(e.eq(ax, inf), e.eq(ay, inf))
     mx, mn = e.sel(both_inf, one, mx), e.sel(both_inf, one, mn)
     gap = e.isub(e.bits(mx), e.bits(mn))  # >= 0 (mx >= mn >= 0) unless NaN
-    ratio_tiny = e.or_(e.b.icmp_signed(">", gap, e.ci(61 << e.f.mant)), e.eq(mx, inf))
-    ratio_zero = e.b.icmp_signed(">", gap, e.ci(1080 << e.f.mant))  # mn / mx rounds to 0
+    mx_inf = e.eq(mx, inf)
+    ratio_tiny = e.or_(e.b.icmp_signed(">", gap, e.ci(61 << e.f.mant)), mx_inf)
+    ratio_zero = e.or_(e.b.icmp_signed(">", gap, e.ci(1080 << e.f.mant)), mx_inf)
     x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
-    # the quotient only where it is the result (else pi/2 or pi is, and a
-    # subnormal quotient would raise underflow for nothing)
-    use = e.and_(e.and_(ratio_tiny, e.not_(ratio_zero)), e.not_(e.or_(swap, x_neg)))
-    direct = e.div(e.sel(use, mn, zero), e.sel(ratio_tiny, mx, one))
-    mx, mn = e.sel(ratio_tiny, one, mx), e.sel(ratio_tiny, zero, mn)
+    quotient = e.not_(e.or_(e.or_(swap, x_neg), ratio_zero))
+    mn = e.sel(e.and_(ratio_tiny, e.not_(quotient)), zero, mn)
+    mx = e.sel(mx_inf, one, mx)
     mx = e.sel(e.eq(mx, zero), one, mx)  # both zero: angle 0 before the quadrant fix
     # keep mn + mx finite and the residual of mn / mx out of the subnormals
-    sc = e.sel(
-        e.gt(mx, e.c(2.0**1000)), e.c(0.25), e.sel(e.lt(mx, e.c(2.0**-900)), e.c(2.0**200), one)
-    )
+    # (not for a tiny ratio: mn / 4 might underflow, mn + mx is mx)
+    sc = e.sel(e.and_(e.gt(mx, e.c(2.0**1000)), e.not_(ratio_tiny)), e.c(0.25),
+               e.sel(e.lt(mx, e.c(2.0**-900)), e.c(2.0**200), one))
     mx, mn = e.mul(mx, sc), e.mul(mn, sc)
     r1 = e.le(mn, e.mul(mx, e.c(_TAN_PI8)))
     n2, n2_lo = e.two_sum(mn, e.neg(mx))
     d2, d2_lo = e.two_sum(mn, mx)
     num, num_lo = e.sel(r1, mn, n2), e.sel(r1, zero, n2_lo)
     den, den_lo = e.sel(r1, mx, d2), e.sel(r1, zero, d2_lo)
-    t0 = e.div(num, den)
-    t = e.sel(ratio_tiny, direct, t0)
-    t_lo = e.sel(ratio_tiny, zero, _div_lo(e, num, num_lo, den, den_lo, t0))
+    t = e.div(num, den)
+    # (a tiny ratio's residual might be subnormal: from t = 0 instead, then dropped)
+    t_lo = _div_lo(e, num, num_lo, den, den_lo, e.sel(ratio_tiny, zero, t))
+    t_lo = e.sel(ratio_tiny, zero, t_lo)
     kq = e.sel(r1, zero, one)
     kq = e.sel(swap, e.sub(e.c(2.0), kq), kq)
     sgn = e.sel(swap, e.c(-1.0), one)
