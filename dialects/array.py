@@ -699,6 +699,9 @@ np.linalg.norm np.linalg.solve np.linalg.inv np.linalg.det np.linalg.slogdet
 np.linalg.cholesky np.linalg.qr np.linalg.svd np.linalg.eigh np.linalg.eigvalsh
 np.linalg.lstsq np.linalg.pinv np.linalg.matrix_rank
 np.fft.irfft np.fft.irfft2 np.fft.irfftn np.fft.hfft
+np.fft.fft np.fft.ifft np.fft.rfft np.fft.ihfft np.fft.fft2 np.fft.ifft2 np.fft.rfft2
+np.fft.fftn np.fft.ifftn np.fft.rfftn
+np.ufunc np.real np.imag np.getitem
 """.split())
 
 

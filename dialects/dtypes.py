@@ -1,10 +1,18 @@
-"""numpy dtype <-> IR element type. numpy stays the oracle for promotion."""
+"""numpy dtype <-> IR element type. numpy stays the oracle for promotion.
+
+Two classes of dtype: the `supported` ones, which every op and generated
+kernel handles, and the extern-only ones (complex64, complex128: `complex<f32>`,
+`complex<f64>`), which only `array.routine` ops make and read (numpy runs
+them: the FFTs, and ufuncs on complex values); buffers (memref) hold them,
+generated kernels never see them. `prims` refuses any other op on them
+(`ExternOnlyError`: capture turns it into a graph break)."""
 
 from __future__ import annotations
 
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    ComplexType,
     Float16Type,
     Float32Type,
     Float64Type,
@@ -28,14 +36,37 @@ _TO_IR: dict[np.dtype, Attribute] = {
     np.dtype(np.float32): Float32Type(),
     np.dtype(np.float64): Float64Type(),
 }
+SUPPORTED = frozenset(_TO_IR)
+EXTERN_ONLY = frozenset({np.dtype(np.complex64), np.dtype(np.complex128)})
+_TO_IR[np.dtype(np.complex64)] = ComplexType(Float32Type())
+_TO_IR[np.dtype(np.complex128)] = ComplexType(Float64Type())
 _FROM_IR = {v: k for k, v in _TO_IR.items()}
 _FROM_IR[BFloat16Type()] = None  # type: ignore[assignment]  # needs ml_dtypes
 
-SUPPORTED = frozenset(_TO_IR)
+
+class ExternOnlyError(Exception):
+    """An op other than a numpy routine on an extern-only (complex) value."""
 
 
 def supported(dtype: np.dtype) -> bool:
+    """A dtype every op and kernel handles."""
     return dtype in SUPPORTED
+
+
+def extern_only(dtype: np.dtype) -> bool:
+    """A dtype only numpy routines compute (complex)."""
+    return dtype in EXTERN_ONLY
+
+
+def representable(dtype: np.dtype) -> bool:
+    """A dtype a value of the graph may have: supported or extern-only."""
+    return dtype in SUPPORTED or dtype in EXTERN_ONLY
+
+
+def is_extern_only_type(t: Attribute) -> bool:
+    """An IR type (a tensor, memref or element type) of an extern-only dtype."""
+    el = getattr(t, "element_type", t)
+    return isinstance(el, ComplexType)
 
 
 def to_ir(dtype: np.dtype) -> Attribute:

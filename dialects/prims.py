@@ -11,7 +11,7 @@ from xdsl.ir import Block, Operation, SSAValue
 
 from dialects import array as A
 
-from .dtypes import from_ir, tensor_type
+from .dtypes import ExternOnlyError, from_ir, is_extern_only_type, tensor_type
 from .symbols import SymDim, constant_text, hint, same_shape
 
 
@@ -40,6 +40,12 @@ class Prims:
         self.location = location  # callable returning (file, line) for the op being emitted
 
     def _emit(self, op: Operation) -> SSAValue:
+        if not isinstance(op, A.RoutineOp) and any(
+                is_extern_only_type(v.type) for v in (*op.operands, *op.results)):
+            # complex values: numpy routines only (generated kernels never see them)
+            el = next(from_ir(v.type.element_type) for v in (*op.operands, *op.results)
+                      if is_extern_only_type(v.type))
+            raise ExternOnlyError(f"{op.name} on {el} values (complex: numpy routines only)")
         if self.location is not None:
             loc = self.location()
             if loc is not None:  # the user's line, as an MLIR location (CSE ignores it)

@@ -20,6 +20,35 @@ def _searchsorted(a, v, sorter=None, **kw):
     return np.searchsorted(a, v, sorter=sorter, **kw)
 
 
+def _ufunc(*arrays, ufunc: str, args: tuple):
+    """`getattr(np, ufunc)` on the arrays ("@" in `args`, in order) and the
+    Python scalars the call had (("scalar", v), ("complex", re, im)): a ufunc
+    on complex values, which generated kernels do not compute."""
+    it = iter(arrays)
+    vals = [next(it) if a == "@" else (complex(a[1], a[2]) if a[0] == "complex" else a[1])
+            for a in args]
+    return getattr(np, ufunc)(*vals)
+
+
+def _getitem(z, key: tuple):
+    """z[key] for a basic index in `indexing._static_key`'s form, as a copy."""
+    def one(k):
+        if k[0] == "int":
+            return k[1]
+        if k[0] == "slice":
+            return slice(*k[1:])
+        return None if k[0] == "none" else Ellipsis
+    return np.array(z[tuple(one(k) for k in key)])
+
+
+def _part(which: str):
+    def part(z):
+        return np.ascontiguousarray(getattr(z, which))  # (a view of z's memory in numpy)
+
+    part.__name__ = which
+    return part
+
+
 ROUTINES: dict[str, Callable[..., Any]] = {
     "np.sort": np.sort,
     "np.argsort": np.argsort,
@@ -43,6 +72,20 @@ ROUTINES: dict[str, Callable[..., Any]] = {
     "np.fft.irfft2": np.fft.irfft2,
     "np.fft.irfftn": np.fft.irfftn,
     "np.fft.hfft": np.fft.hfft,
+    "np.fft.fft": np.fft.fft,
+    "np.fft.ifft": np.fft.ifft,
+    "np.fft.rfft": np.fft.rfft,
+    "np.fft.ihfft": np.fft.ihfft,
+    "np.fft.fft2": np.fft.fft2,
+    "np.fft.ifft2": np.fft.ifft2,
+    "np.fft.rfft2": np.fft.rfft2,
+    "np.fft.fftn": np.fft.fftn,
+    "np.fft.ifftn": np.fft.ifftn,
+    "np.fft.rfftn": np.fft.rfftn,
+    "np.ufunc": _ufunc,
+    "np.real": _part("real"),
+    "np.getitem": _getitem,
+    "np.imag": _part("imag"),
 }
 
 

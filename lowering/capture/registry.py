@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from dialects.dtypes import ExternOnlyError
 from dialects.symbols import to_internal, to_user
 
 from .tracer import Unsupported
@@ -60,7 +61,7 @@ def call_function(tracer, func: Callable, args: tuple, kwargs: dict) -> Any:
                                  func, args, kwargs)
     try:  # (the user's SymSizes in, the compiler's sizes out as SymSizes)
         return to_user(impl(tracer, *to_internal(args), **to_internal(kwargs)))
-    except Unsupported as e:
+    except (Unsupported, ExternOnlyError) as e:
         return tracer.eager_call(f"np.{func.__name__}: {e}", func, args, kwargs)
 
 
@@ -78,7 +79,7 @@ def call_ufunc(tracer, ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict
                                  fn, inputs, kwargs)
     try:
         return to_user(impl(tracer, ufunc, *to_internal(inputs), **to_internal(kwargs)))
-    except Unsupported as e:
+    except (Unsupported, ExternOnlyError) as e:
         return tracer.eager_call(f"np.{ufunc.__name__}: {e}", fn, inputs, kwargs)
 
 

@@ -13,6 +13,8 @@ from xdsl.ir import SSAValue
 from dialects.symbols import SymDim, SymSize, prod_dims, specialized, to_internal, to_user
 
 from . import conversions, registry
+from dialects.dtypes import ExternOnlyError
+
 from .tracer import Unsupported, c_strides
 from .views import ReshapeStep, np_apply_all, strided_dummy
 
@@ -234,17 +236,33 @@ class TracedArray:
 
     @property
     def real(self):
-        return self  # (complex arrays are not traced) numpy's `x.real is x`
+        if self.dtype.kind == "c":
+            return self._part("real")
+        return self  # numpy's `x.real is x`
 
     @real.setter
     def real(self, value):
+        if self.dtype.kind == "c":
+            _cannot_capture("assigning .real of a complex array")
         self[...] = value
 
     @property
     def imag(self):
+        if self.dtype.kind == "c":
+            return self._part("imag")
         z = np.zeros_like(self)
         z._readonly = True  # numpy's imaginary part of a real array is read-only
         return z
+
+    def _part(self, which: str):
+        """.real / .imag of a complex array: a copy made by numpy, not the
+        view numpy gives (a write through it, which would reach the complex
+        array in numpy, stops capture: `tracer._no_write_through`)."""
+        shape, dt = self.shape, np.dtype(self.dtype.char.lower())  # F -> f, D -> d
+        (v,) = self._t.prims.routine(f"np.{which}", [self._v()], {}, [(shape, dt)])
+        r = self._t.wrap(v, scalar=self._scalar)
+        r._st.part_of = which
+        return r
 
     @imag.setter
     def imag(self, value):
@@ -509,8 +527,10 @@ class TracedArray:
 
         key = to_internal(key)
         try:
+            if self.dtype.kind == "c":
+                return indexing.complex_getitem(self, key)
             return indexing.getitem(self, key)
-        except Unsupported as e:
+        except (Unsupported, ExternOnlyError) as e:
             return self._t.eager_call(f"indexing: {e}", operator.getitem, (self, key), {})
 
     def __setitem__(self, key, value):
@@ -519,7 +539,7 @@ class TracedArray:
         key = to_internal(key)
         try:
             indexing.setitem(self, key, value)
-        except Unsupported as e:
+        except (Unsupported, ExternOnlyError) as e:
             self._t.eager_call(f"index assignment: {e}", operator.setitem, (self, key, value), {},
                                mutates=self)
 
@@ -918,6 +938,8 @@ def eager_view(tracer, result: np.ndarray, handed=(), memory=None) -> "TracedArr
     for st, c in memory:
         if c is None or not np.may_share_memory(result, c):
             continue
+        if st.dtype.kind == "c":  # (complex: numpy routines make copies, not views)
+            _cannot_capture("an eager piece returned a view of a traced complex array")
         steps = _match_view(c, result)
         if steps is None:
             _cannot_capture("an eager piece returned a view of a traced array in a layout "

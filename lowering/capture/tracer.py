@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from .. import pytree
-from dialects.dtypes import supported, tensor_type
+from dialects.dtypes import representable, supported, tensor_type
 from dialects.prims import Prims, dtype_of, shape_of
 from .views import ReshapeStep, np_apply_all, strided_dummy
 
@@ -97,7 +97,7 @@ class Storage:
     created inside the function. Views of it share it."""
 
     __slots__ = ("value", "version", "shape", "dtype", "strides", "source", "mutated",
-                 "readonly", "arg", "concrete", "__weakref__")
+                 "readonly", "arg", "concrete", "part_of", "__weakref__")
 
     def __init__(self, value, shape, dtype, strides, source=None, readonly=False):
         self.value: SSAValue = value
@@ -108,6 +108,16 @@ class Storage:
         self.readonly = readonly
         self.arg: SSAValue | None = None  # the graph argument standing for this storage
         self.concrete: Any = None  # its concrete array after a graph break
+        # "real"/"imag": a copy standing for that view of a complex array
+        # (numpy's view writes through; this one cannot: `_no_write_through`)
+        self.part_of: str | None = None
+
+
+def _no_write_through(t) -> None:
+    if t._st.part_of is not None:
+        raise NotImplementedError(
+            f"a write through .{t._st.part_of} of a complex array (capture holds a copy "
+            "of it, not numpy's view)")
 
 
 @dataclass
@@ -298,7 +308,7 @@ class Tracer:
             shape, dtype, strides, ro, weak = (), np.dtype(np.float64), (), True, float
         else:
             raise TypeError(f"cannot trace a {type(v).__name__}")
-        if not supported(dtype):
+        if not representable(dtype):  # (complex inputs: for numpy routines only)
             raise Unsupported(f"input dtype {dtype} is not supported")
         sym = self.symbolic_shapes.get(i)
         if sym is not None:  # (C or F layout: the strides follow from the sizes)
@@ -413,6 +423,7 @@ class Tracer:
         """Functionalized `t[...] = new` (new has t's shape and dtype)."""
         if t._readonly:
             raise ValueError("assignment destination is read-only")
+        _no_write_through(t)
         st = t._st
         bases = [st.value]
         for step in t._steps[:-1]:
@@ -495,6 +506,8 @@ class Tracer:
             mutates = args[0]
         if mutates is not None and mutates._readonly:
             raise ValueError("assignment destination is read-only")
+        if mutates is not None:
+            _no_write_through(mutates)
         r = conversions.fold_call(self, fn, args, kwargs, mutates)  # operands made from constants
         if r is not conversions.NOT_FOLDED:
             return r
@@ -539,12 +552,12 @@ class Tracer:
             k = len(self.trace.segments) - 1
             for x in leaves:
                 alias = (eager_view(self, x, handed)
-                         if isinstance(x, np.ndarray) and supported(x.dtype) else None)
+                         if isinstance(x, np.ndarray) and representable(x.dtype) else None)
                 if alias is not None:
                     self.trace.replayable = False  # a replay would make it a fresh input
                     piece.others.append(x)
                     out.append(alias)
-                elif isinstance(x, np.ndarray) and supported(x.dtype):
+                elif isinstance(x, np.ndarray) and representable(x.dtype):
                     ref = ("eager", k, len(piece.arrays))
                     piece.arrays.append((x.shape, x.dtype, x.strides))
                     st = Storage(self._arg(x, x.shape, x.dtype, ref=ref), x.shape, x.dtype,
@@ -557,7 +570,7 @@ class Tracer:
                     piece.others.append(x)
                     out.append(x)
             return pytree.unflatten(piece.result_tdef, out)
-        if isinstance(result, np.ndarray) and supported(result.dtype):
+        if isinstance(result, np.ndarray) and representable(result.dtype):
             alias = eager_view(self, result, handed)
             if alias is not None:
                 return alias

@@ -551,6 +551,36 @@ class _E:
         s = self.add(a, b)
         return s, self.add(self.sub(a, s), b)
 
+    def unsubnormal(self, a, shift: int):
+        """a 2^shift for a subnormal a >= 0 (shift <= mant + 2), exactly and
+        without a multiply: a's mantissa bits under the exponent of c = 2^(1 -
+        bias + shift), minus c. Any other a gives a finite value and no flag
+        (a product would overflow for a huge a, and LLVM folds a clamp of the
+        factor into the select that picks the product)."""
+        c = self.c(2.0 ** (1 - self.f.bias + shift))
+        mant = self.iand(self.bits(a), self.ci((1 << self.f.mant) - 1))
+        return self.sub(self.from_bits(self.b.or_(mant, self.bits(c))), c)
+
+    # harmless operands: the arithmetic of a function runs on them where an
+    # input is special, and the special result is selected, so that no IEEE
+    # flag numpy does not raise comes from an intermediate (0 * inf, inf -
+    # inf, a tiny square, a huge product); see `KernelCodegen.math_flags`
+    def finite(self, x):
+        """|x| < inf (false for NaN)."""
+        return self.lt(self.fabs(x), self.c(float("inf")))
+
+    def tiny(self, x):
+        """0 < |x| < 2^-60 or x = 0: where functions with f(x) = x (1 + O(x))
+        round to x, and those with f(x) = 1 + O(x) to 1."""
+        return self.lt(self.fabs(x), self.c(TINY))
+
+    def ordinary(self, x, fill: float = 0.0):
+        """x where it is finite and not tiny, else `fill`."""
+        return self.sel(self.and_(self.finite(x), self.not_(self.tiny(x))), x, self.c(fill))
+
+
+TINY = 2.0**-60  # `_E.tiny`: x^3 and x^2 / 2 are far below half an ULP of x, and x^2 is normal
+
 
 # ---------------------------------------------------------------- per-format constants
 @dataclass(frozen=True)
@@ -659,9 +689,12 @@ def _exp(e: _E, x):
         return e.from_bits(e.iadd(e.bits(p), e.exponent_of(t)))
 
     def general():
-        xc = e.max_(e.min_(x, e.c(k.exp_max)), e.c(k.exp_min))
+        # on finite x only (exp(+-inf) selected: clamped, they would overflow
+        # or underflow); tiny x give 1 from 0
+        xc = e.max_(e.min_(e.ordinary(x), e.c(k.exp_max)), e.c(k.exp_min))
         t, p = _exp_core(e, xc)
-        return e.sel(e.isnan(x), x, e.scale(p, e.int_of(t)))
+        special = e.sel(e.lt(x, e.c(0.0)), e.c(0.0), x)  # exp(-inf) = 0; inf, NaN
+        return e.sel(e.finite(x), e.scale(p, e.int_of(t)), special)
 
     ok = e.lt(e.fabs(x), e.c(k.exp_fast))  # false for NaN
     return e.fast_or_general(ok, fast, general)
@@ -671,14 +704,15 @@ def _exp2(e: _E, x):
     """2^x = 2^n e^(r ln2), r = x - n exact; r ln2 is carried as hi + lo."""
     k = _CONSTS[e.f.name]
     hi, lo = e.f.mant + e.f.bias + 3, -(e.f.mant + e.f.bias + 4)  # 2^hi = inf, 2^lo = 0
-    xc = e.max_(e.min_(x, e.c(hi)), e.c(lo))
+    xc = e.max_(e.min_(e.ordinary(x), e.c(hi)), e.c(lo))
     n = e.rint(xc)
     r = e.sub(xc, n)
     rh = e.mul(r, e.c(k.ln2[0]))
     rl = e.fma(r, e.c(k.ln2[1]), e.fma(r, e.c(k.ln2[0]), e.neg(rh)))
     t = e.fma(e.mul(rh, rh), e.poly(rh, e.coeffs("exp_q")), rl)
     p = e.add(e.c(1.0), e.add(rh, t))
-    return e.sel(e.isnan(x), x, e.scale(p, e.to_int(n)))
+    special = e.sel(e.lt(x, e.c(0.0)), e.c(0.0), x)
+    return e.sel(e.finite(x), e.scale(p, e.to_int(n)), special)
 
 
 def _expm1_core(e: _E, x):
@@ -695,12 +729,14 @@ def _expm1_core(e: _E, x):
 
 
 def _expm1(e: _E, x):
-    res = e.sel(e.eq(x, e.c(0.0)), x, _expm1_core(e, x))
-    return e.sel(e.isnan(x), x, res)
+    res = e.sel(e.tiny(x), x, _expm1_core(e, e.ordinary(x)))
+    special = e.sel(e.lt(x, e.c(0.0)), e.c(-1.0), x)  # expm1(-inf) = -1; inf, NaN
+    return e.sel(e.finite(x), res, special)
 
 
 def _half_exp(e: _E, ax):
-    """e^ax / 2 as hi + lo for ax >= 0 (overflowing only where e^ax / 2 does)."""
+    """e^ax / 2 as hi + lo for ax >= 0 (overflowing only where e^ax / 2 does),
+    and 1 / (4 (hi + lo)) to first order."""
     k = _CONSTS[e.f.name]
     n, r = _exp_reduce(e, ax, k.exp_max + 1.0, k.exp_min)
     s = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), r)
@@ -708,22 +744,30 @@ def _half_exp(e: _E, ax):
     p = e.add(one, s)
     p_lo = e.add(e.sub(one, p), s)
     n = e.isub(e.to_int(n), e.ci(1))
-    return e.scale(p, n), e.scale(p_lo, n)
+    # 1/(4h) = (1/(4p)) 2^-n; where it would be subnormal, a stand-in far
+    # below half an ULP of h (the exponent clamped by an integer min: a
+    # select there would let LLVM divide by h itself in one arm)
+    smin = e.intrinsic("smin", 2, ty=e.ity)
+    m = e.b.call(smin, [n, e.ci(e.f.bias - 24)])
+    return e.scale(p, n), e.scale(p_lo, n), e.scale(e.div(e.c(0.25), p), e.isub(e.ci(0), m))
 
 
 def _sinh(e: _E, x):
     ax = e.fabs(x)
-    z = e.mul(ax, ax)
-    small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("sinh_s")), ax)
-    h, h_lo = _half_exp(e, ax)
-    large = e.add(e.sub(h, e.div(e.c(0.25), h)), h_lo)
+    axs = e.ordinary(ax)  # (the polynomial: +-inf, NaN and huge x give 0)
+    a1 = e.min_(axs, e.c(1.0))
+    z = e.mul(a1, a1)
+    small = e.fma(e.mul(a1, z), e.poly(z, e.coeffs("sinh_s")), a1)
+    h, h_lo, q = _half_exp(e, axs)
+    large = e.add(e.sub(h, q), h_lo)
     res = e.copysign(e.sel(e.lt(ax, e.c(1.0)), small, large), x)
-    return e.sel(e.isnan(x), x, res)
+    return e.sel(e.and_(e.finite(x), e.not_(e.tiny(x))), res, x)  # +-inf, NaN, tiny: x
 
 
 def _cosh(e: _E, x):
-    h, h_lo = _half_exp(e, e.fabs(x))
-    return e.sel(e.isnan(x), x, e.add(e.add(h, e.div(e.c(0.25), h)), h_lo))
+    ax = e.fabs(x)
+    h, h_lo, q = _half_exp(e, e.ordinary(ax))
+    return e.sel(e.finite(x), e.add(e.add(h, q), h_lo), ax)
 
 
 def _tanh(e: _E, x):
@@ -737,8 +781,9 @@ def _tanh_f32(e: _E, x):
     the result. NaN flows through the clamp (an unordered min) into q."""
     k = _CONSTS["f32"]
     ax = e.fabs(x)
-    z = e.mul(ax, ax)
-    small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("tanh_w")), ax)  # Horner: fewest fmas
+    a1 = e.min_(ax, e.c(1.0))  # the polynomial's operand: no overflow, no inf * 0
+    z = e.mul(a1, a1)
+    small = e.fma(e.mul(a1, z), e.poly(z, e.coeffs("tanh_w")), a1)  # Horner: fewest fmas
     ac = e.sel(e.b.fcmp_unordered("<", ax, e.c(k.tanh_max)), ax, e.c(k.tanh_max))
     t, s = _exp_parts(e, e.add(ac, ac))
     p2n = e.from_bits(e.iadd(e.exponent_of(t), e.bits(e.c(1.0))))
@@ -754,8 +799,9 @@ def _tanh_f64(e: _E, x):
     kept as hi + lo)."""
     k = _CONSTS[e.f.name]
     ax = e.fabs(x)
-    z = e.mul(ax, ax)
-    small = e.fma(e.mul(ax, z), e.poly(z, e.coeffs("tanh_t")), ax)
+    a1 = e.min_(ax, e.c(1.0))  # the polynomial's operand: no overflow, no inf * 0
+    z = e.mul(a1, a1)
+    small = e.fma(e.mul(a1, z), e.poly(z, e.coeffs("tanh_t")), a1)
     x2 = e.mul(e.c(2.0), e.min_(ax, e.c(k.tanh_max)))
     n = e.rint(e.mul(x2, e.c(k.log2e)))
     nn = e.neg(n)
@@ -778,7 +824,7 @@ def _split_exponent(e: _E, a, subnormals: bool = True):
     k = _CONSTS[e.f.name]
     if subnormals:
         sub = e.lt(a, e.c(k.min_normal))
-        a = e.sel(sub, e.mul(a, e.c(2.0**k.sub_shift)), a)
+        a = e.sel(sub, e.unsubnormal(a, k.sub_shift), a)
     d = e.isub(e.bits(a), e.ci(k.sqrt_half_bits))
     kf = e.to_float(e.iashr(d, e.f.mant))
     if subnormals:
@@ -815,10 +861,15 @@ def _log_combine(e: _E, kf, hi, lo, base: tuple[float, float], scale: tuple[floa
     return e.fma(kf, e.c(base[0]), y)
 
 
+def _log_regular(e: _E, a):
+    """0 < a < inf."""
+    return e.and_(e.gt(a, e.c(0.0)), e.lt(a, e.c(float("inf"))))
+
+
 def _log_special(e: _E, a, res):
     """res where 0 < a < inf; else log's value at a (-inf, inf or NaN)."""
     inf = e.c(float("inf"))
-    ok = e.and_(e.gt(a, e.c(0.0)), e.lt(a, inf))
+    ok = _log_regular(e, a)
     special = e.sel(e.eq(a, e.c(0.0)), e.neg(inf), e.sel(e.gt(a, e.c(0.0)), a, e.c(float("nan"))))
     return e.sel(ok, res, special)
 
@@ -838,7 +889,8 @@ def _log_n(base: str | None, scale: str | None):
             return _log_combine(e, *_log_parts(e, x, subnormals=False), b, sc)
 
         def general():
-            return _log_special(e, x, _log_combine(e, *_log_parts(e, x), b, sc))
+            xs = e.sel(_log_regular(e, x), x, e.c(1.0))  # (-huge x * 2^54 would overflow)
+            return _log_special(e, x, _log_combine(e, *_log_parts(e, xs), b, sc))
 
         ok = e.and_(e.ge(x, e.c(k.min_normal)), e.lt(x, e.c(float("inf"))))
         return e.fast_or_general(ok, fast, general)
@@ -850,9 +902,13 @@ def _log1p(e: _E, x):
     """log(u) + c, u = 1 + x rounded and c = (x - (u - 1)) / u its first-order
     correction, so tiny x give x exactly."""
     k = _CONSTS[e.f.name]
-    u = e.add(e.c(1.0), x)
-    c = e.div(e.sub(x, e.sub(u, e.c(1.0))), u)
-    kf, hi, lo = _log_parts(e, u)
+    one = e.c(1.0)
+    u = e.add(one, x)
+    regular = _log_regular(e, u)
+    us = e.sel(regular, u, one)  # (u = 0: 0/0; u = inf: inf - inf)
+    xs = e.sel(regular, x, e.c(0.0))
+    c = e.div(e.sub(xs, e.sub(us, one)), us)
+    kf, hi, lo = _log_parts(e, us)
     res = _log_special(e, u, _log_combine(e, kf, hi, e.add(lo, c), k.ln2, None))
     return e.sel(e.eq(x, e.c(0.0)), x, res)
 
@@ -887,21 +943,39 @@ def _log_dd(e: _E, a):
 # ---------------------------------------------------------------- power
 def _power(e: _E, x, y):
     """|x|^y = exp(y log|x|), then C99's special cases as selects. For an f32
-    result this runs in f64 and a plain f64 log is accurate enough."""
+    result this runs in f64 and a plain f64 log is accurate enough.
+
+    The arithmetic raises no IEEE flag numpy's `pow` does not (numpy's flags
+    come from `KernelCodegen.math_flags`, worked out from the inputs and the
+    result): it runs on operands made harmless first — |x| = 1 where x is
+    0, inf or NaN; y = 0 where y is infinite, NaN, tiny (then the result
+    rounds to 1 anyway) or makes a negative x's result NaN; |y| <= 2^100
+    (|y log|x|| past the exp clamp either way) — and the results of those
+    lanes are selected; y's parity is tested on |y| >= 1 only. What is left to the hardware is a finite
+    result's own overflow or underflow, which numpy raises too."""
     k = _CONSTS[e.f.name]
-    inf, one = e.c(float("inf")), e.c(1.0)
+    inf, one, zero = e.c(float("inf")), e.c(1.0), e.c(0.0)
     ax = e.fabs(x)
+    ay = e.fabs(y)
+    regular = e.and_(e.gt(ax, zero), e.lt(ax, inf))  # false for NaN
+    axs = e.sel(regular, ax, one)
+    y_fin = e.lt(ay, inf)  # false for NaN
+    y_int = e.eq(e.rint(y), y)  # true for +-inf, false for NaN
+    neg_finite = e.and_(e.lt(x, zero), e.gt(x, e.neg(inf)))
+    y_frac = e.and_(y_fin, e.not_(y_int))
+    invalid = e.and_(neg_finite, y_frac)  # NaN, and nothing else to raise
+    ys = e.sel(e.and_(e.and_(y_fin, e.not_(invalid)), e.ge(ay, e.c(2.0**-70))), y, zero)
+    big = e.c(2.0**100)
+    ys = e.sel(e.gt(ys, big), big, e.sel(e.lt(ys, e.neg(big)), e.neg(big), ys))
     if e.result_prec < e.f.prec:
-        kf, hi, lo = _log_parts(e, ax)
-        lg, lg_lo = _log_combine(e, kf, hi, lo, k.ln2, None), e.c(0.0)
+        kf, hi, lo = _log_parts(e, axs)
+        lg, lg_lo = _log_combine(e, kf, hi, lo, k.ln2, None), zero
     else:
-        lg, lg_lo = _log_dd(e, ax)
-    regular = e.and_(e.gt(ax, e.c(0.0)), e.lt(ax, inf))
-    lg = e.sel(regular, lg, e.sel(e.eq(ax, e.c(0.0)), e.neg(inf), ax))
-    lg_lo = e.sel(regular, lg_lo, e.c(0.0))
-    p = e.mul(y, lg)
-    p_lo = e.fma(y, lg_lo, e.fma(y, lg, e.neg(p)))
-    p_lo = e.sel(e.lt(e.fabs(p), e.c(4096.0)), p_lo, e.c(0.0))  # inf / NaN products
+        lg, lg_lo = _log_dd(e, axs)
+    p = e.mul(ys, lg)
+    p_lo = e.fma(ys, lg_lo, e.fma(ys, lg, e.neg(p)))
+    # |p| >= 4096 is past the clamp: its low part (which may be tiny) is moot
+    p_lo = e.sel(e.lt(e.fabs(p), e.c(4096.0)), p_lo, zero)
     # e^(p + p_lo) = 2^n e^(r + r_lo): here r is kept exactly (the Cody-Waite
     # step with the short ln2_hi is exact) and 1 + r as hi + lo, so the only
     # sizeable rounding is the last one
@@ -909,21 +983,22 @@ def _power(e: _E, x, y):
     n = e.rint(e.mul(pc, e.c(k.log2e)))
     nn = e.neg(n)
     r, r_lo = e.two_sum(e.fma(nn, e.c(k.ln2_hi), pc), e.fma(nn, e.c(k.ln2_lo), p_lo))
-    one_r, one_r_lo = e.fast_two_sum(e.c(1.0), r)
+    one_r, one_r_lo = e.fast_two_sum(one, r)
     tail = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), e.add(r_lo, one_r_lo))
     res = e.scale(e.add(one_r, tail), e.to_int(n))
+    # x = 0, inf, or y = +-inf with |x| != 1: 0 or inf, by the sign of y log|x|
+    saturated = e.or_(e.not_(regular), e.not_(y_fin))
+    grows = e.b.icmp_unsigned("==", e.gt(ax, one), e.gt(y, zero))
+    res = e.sel(saturated, e.sel(grows, inf, zero), res)
     # signs and special cases
-    y_int = e.eq(e.rint(y), y)  # true for +-inf, false for NaN
-    half = e.mul(y, e.c(0.5))
+    half = e.mul(e.sel(e.ge(ay, one), y, zero), e.c(0.5))  # |y| < 1 is not odd
     y_odd = e.and_(y_int, e.not_(e.eq(e.rint(half), half)))
     x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
     res = e.sel(e.and_(x_neg, y_odd), e.neg(res), res)
-    neg_finite = e.and_(e.lt(x, e.c(0.0)), e.gt(x, e.neg(inf)))
-    y_frac = e.and_(e.lt(e.fabs(y), inf), e.not_(y_int))
-    nan = e.or_(e.or_(e.isnan(x), e.isnan(y)), e.and_(neg_finite, y_frac))
+    nan = e.or_(e.or_(e.isnan(x), e.isnan(y)), invalid)
     res = e.sel(nan, e.c(float("nan")), res)
-    is_one = e.or_(e.eq(y, e.c(0.0)), e.eq(x, one))
-    is_one = e.or_(is_one, e.and_(e.eq(x, e.c(-1.0)), e.eq(e.fabs(y), inf)))
+    is_one = e.or_(e.eq(y, zero), e.eq(x, one))
+    is_one = e.or_(is_one, e.and_(e.eq(x, e.c(-1.0)), e.eq(ay, inf)))
     return e.sel(is_one, one, res)
 
 
@@ -1093,7 +1168,9 @@ def _cos_kernel(e: _E, r, r_lo):
 
 
 def _trig(which: str):
-    def impl(e: _E, x):
+    def impl(e: _E, x0):
+        tiny = e.tiny(x0)
+        x = e.sel(tiny, e.c(0.0), x0)  # (r^2 would underflow): sin, tan = x, cos = 1
         q, r, r_lo = _trig_reduce(e, x)
         (s, s_lo), (c, c_lo) = _sin_kernel(e, r, r_lo), _cos_kernel(e, r, r_lo)
         odd = e.b.icmp_signed("!=", e.iand(q, e.ci(1)), e.ci(0))
@@ -1112,8 +1189,8 @@ def _trig(which: str):
             flip = e.b.icmp_signed("!=", e.iand(q, e.ci(2)), e.ci(0))
             res = e.sel(flip, e.neg(res), res)
         if which != "cos":
-            res = e.sel(e.eq(x, e.c(0.0)), x, res)
-        return e.sel(e.lt(e.fabs(x), e.c(float("inf"))), res, e.c(float("nan")))
+            res = e.sel(tiny, x0, res)
+        return e.sel(e.finite(x0), res, e.c(float("nan")))
 
     return impl
 
@@ -1122,7 +1199,8 @@ def _trig(which: str):
 def _atan_eval(e: _E, t, t_lo, kq, sgn):
     """kq pi/4 + sgn atan(t + t_lo), |t| <= tan(pi/8), kq in 0..4."""
     st, st_lo = e.mul(sgn, t), e.mul(sgn, t_lo)
-    z = e.mul(t, t)
+    tz = e.sel(e.tiny(t), e.c(0.0), t)  # t^3 is negligible there, and t^2 might underflow
+    z = e.mul(tz, tz)
     s, err = e.fast_two_sum(e.mul(kq, e.c(_PIO4_50[0])), st)
     tail = e.fma(e.mul(st, z), e.poly(z, e.coeffs("atan_a")), e.fma(e.neg(z), st_lo, st_lo))
     return e.add(s, e.add(err, e.fma(kq, e.c(_PIO4_50[1]), tail)))
@@ -1137,7 +1215,7 @@ def _div_lo(e: _E, num, num_lo, den, den_lo, t):
 
 
 def _arctan(e: _E, x):
-    a = e.fabs(x)
+    a = e.min_(e.fabs(x), e.c(2.0**60))  # atan rounds to pi/2 above; inf, NaN: no 0 * inf
     one, zero = e.c(1.0), e.c(0.0)
     r1 = e.le(a, e.c(_TAN_PI8))
     r3 = e.gt(a, e.c(_TAN_3PI8))
@@ -1153,17 +1231,30 @@ def _arctan(e: _E, x):
 
 
 def _arctan2(e: _E, y, x):
+    """The angle of mn/mx = min/max(|y|, |x|) by `_atan_eval`, then the
+    quadrant. Where the ratio is below 2^-60 (judged on the bit patterns,
+    which raise no flag) the angle is mn / mx itself, rounded once, and no
+    residual or square of it is formed; where that quotient is not the result
+    (pi/2 or pi is, or it rounds to 0, or mx is infinite) mn is 0 instead."""
     ax, ay = e.fabs(x), e.fabs(y)
     one, zero, inf = e.c(1.0), e.c(0.0), e.c(float("inf"))
     swap = e.gt(ay, ax)
     mx, mn = e.sel(swap, ay, ax), e.sel(swap, ax, ay)
     both_inf = e.and_(e.eq(ax, inf), e.eq(ay, inf))
     mx, mn = e.sel(both_inf, one, mx), e.sel(both_inf, one, mn)
+    gap = e.isub(e.bits(mx), e.bits(mn))  # >= 0 (mx >= mn >= 0) unless NaN
+    mx_inf = e.eq(mx, inf)
+    ratio_tiny = e.or_(e.b.icmp_signed(">", gap, e.ci(61 << e.f.mant)), mx_inf)
+    ratio_zero = e.or_(e.b.icmp_signed(">", gap, e.ci(1080 << e.f.mant)), mx_inf)
+    x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
+    quotient = e.not_(e.or_(e.or_(swap, x_neg), ratio_zero))
+    mn = e.sel(e.and_(ratio_tiny, e.not_(quotient)), zero, mn)
+    mx = e.sel(mx_inf, one, mx)
     mx = e.sel(e.eq(mx, zero), one, mx)  # both zero: angle 0 before the quadrant fix
     # keep mn + mx finite and the residual of mn / mx out of the subnormals
-    sc = e.sel(
-        e.gt(mx, e.c(2.0**1000)), e.c(0.25), e.sel(e.lt(mx, e.c(2.0**-900)), e.c(2.0**200), one)
-    )
+    # (not for a tiny ratio: mn / 4 might underflow, mn + mx is mx)
+    sc = e.sel(e.and_(e.gt(mx, e.c(2.0**1000)), e.not_(ratio_tiny)), e.c(0.25),
+               e.sel(e.lt(mx, e.c(2.0**-900)), e.c(2.0**200), one))
     mx, mn = e.mul(mx, sc), e.mul(mn, sc)
     r1 = e.le(mn, e.mul(mx, e.c(_TAN_PI8)))
     n2, n2_lo = e.two_sum(mn, e.neg(mx))
@@ -1171,11 +1262,12 @@ def _arctan2(e: _E, y, x):
     num, num_lo = e.sel(r1, mn, n2), e.sel(r1, zero, n2_lo)
     den, den_lo = e.sel(r1, mx, d2), e.sel(r1, zero, d2_lo)
     t = e.div(num, den)
-    t_lo = _div_lo(e, num, num_lo, den, den_lo, t)
+    # (a tiny ratio's residual might be subnormal: from t = 0 instead, then dropped)
+    t_lo = _div_lo(e, num, num_lo, den, den_lo, e.sel(ratio_tiny, zero, t))
+    t_lo = e.sel(ratio_tiny, zero, t_lo)
     kq = e.sel(r1, zero, one)
     kq = e.sel(swap, e.sub(e.c(2.0), kq), kq)
     sgn = e.sel(swap, e.c(-1.0), one)
-    x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
     kq = e.sel(x_neg, e.sub(e.c(4.0), kq), kq)
     sgn = e.sel(x_neg, e.neg(sgn), sgn)
     res = e.copysign(_atan_eval(e, t, t_lo, kq, sgn), y)
@@ -1187,24 +1279,32 @@ def _asin_parts(e: _E, a):
     small (the sqrt's rounding error plus the polynomial). NaN for a > 1."""
     w = e.mul(e.sub(e.c(1.0), a), e.c(0.5))
     s = e.sqrt(w)
-    c = e.div(e.fma(e.neg(s), s, w), e.add(s, s))
-    c = e.sel(e.gt(s, e.c(0.0)), c, e.c(0.0))
+    c = e.div(e.fma(e.neg(s), s, w), e.sel(e.gt(s, e.c(0.0)), e.add(s, s), e.c(1.0)))
     u = e.fma(e.mul(s, w), e.poly(w, e.coeffs("asin_b")), c)
     return s, u
 
 
+def _asin_domain(e: _E, x):
+    """(in_domain, a, x): |x| <= 1, and |x| and x where it holds and is not
+    tiny, else 0 (no huge square, no sqrt of a negative)."""
+    ok = e.le(e.fabs(x), e.c(1.0))  # false for NaN
+    xs = e.sel(e.and_(ok, e.not_(e.tiny(x))), x, e.c(0.0))
+    return ok, e.fabs(xs), xs
+
+
 def _arcsin(e: _E, x):
-    a = e.fabs(x)
+    ok, a, _ = _asin_domain(e, x)
     z = e.mul(a, a)
     small = e.fma(e.mul(a, z), e.poly(z, e.coeffs("asin_b")), a)
     s, u = _asin_parts(e, a)
     hi, err = e.fast_two_sum(e.c(_PIO2[0]), e.neg(e.add(s, s)))
     large = e.add(hi, e.sub(e.add(err, e.c(_PIO2[1])), e.add(u, u)))
-    return e.copysign(e.sel(e.le(a, e.c(0.5)), small, large), x)
+    res = e.copysign(e.sel(e.le(a, e.c(0.5)), small, large), x)
+    return e.sel(ok, e.sel(e.tiny(x), x, res), e.c(float("nan")))
 
 
-def _arccos(e: _E, x):
-    a = e.fabs(x)
+def _arccos(e: _E, x0):
+    ok, a, x = _asin_domain(e, x0)  # arccos(tiny) rounds to pi/2 = arccos(0)
     z = e.mul(x, x)
     hi, err = e.fast_two_sum(e.c(_PIO2[0]), e.neg(x))
     mid = e.add(
@@ -1214,7 +1314,8 @@ def _arccos(e: _E, x):
     pos = e.mul(e.c(2.0), e.add(s, u))
     hi2, err2 = e.fast_two_sum(e.c(_PI_HL[0]), e.neg(e.add(s, s)))
     negv = e.add(hi2, e.sub(e.add(err2, e.c(_PI_HL[1])), e.add(u, u)))
-    return e.sel(e.le(a, e.c(0.5)), mid, e.sel(e.gt(x, e.c(0.0)), pos, negv))
+    res = e.sel(e.le(a, e.c(0.5)), mid, e.sel(e.gt(x, e.c(0.0)), pos, negv))
+    return e.sel(ok, res, e.c(float("nan")))
 
 
 def _cbrt(e: _E, x):
@@ -1222,7 +1323,7 @@ def _cbrt(e: _E, x):
     with the residual y^3 - v computed exactly."""
     a = e.fabs(x)
     sub = e.lt(a, e.c(2.0**-1022))
-    a2 = e.sel(sub, e.mul(a, e.c(2.0**54)), a)
+    a2 = e.sel(sub, e.unsubnormal(a, 54), a)
     ib = e.bits(a2)
     ef = e.sub(e.to_float(e.iashr(ib, 52)), e.c(1023.0))
     ef = e.sub(ef, e.sel(sub, e.c(54.0), e.c(0.0)))

@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from ..traced import TracedArray
-from ..views import SliceStep
+from ..views import SliceStep, strided_dummy
 from dialects.symbols import SymDim, range_length, slice_indices
 
 
@@ -131,6 +131,37 @@ def fit_value(tr, val: TracedArray, shape, error, strict: bool = False):
         raise error()
     p = tr.prims
     return p.broadcast(p.reshape(val._v(), vshape), tuple(shape))
+
+
+def _static_key(k):
+    """A basic index of Python ints, slices of them, None and Ellipsis as a
+    routine's config value, or None where it is not one."""
+    if k is None:
+        return ("none",)
+    if k is Ellipsis:
+        return ("ellipsis",)
+    if type(k) is int:
+        return ("int", k)
+    if isinstance(k, slice) and all(b is None or type(b) is int for b in (k.start, k.stop, k.step)):
+        return ("slice", k.start, k.stop, k.step)
+    return None
+
+
+def complex_getitem(x: TracedArray, key):
+    """Basic indexing of a complex array (ints, slices, None, ...): a copy
+    by the routine `np.getitem` (complex values are numpy's alone), standing
+    for numpy's view — a write through it stops capture
+    (`tracer._no_write_through`). Any other index is a graph break."""
+    keys = key if isinstance(key, tuple) else (key,)
+    cfg = [_static_key(k) for k in keys]
+    if any(c is None for c in cfg) or any(type(d) is not int for d in x.shape):
+        raise Unsupported("an index of a complex array other than ints and slices")
+    dummy = strided_dummy(x.shape, (0,) * x.ndim, x.dtype)  # (no memory: shapes only)
+    shape = dummy[key].shape  # numpy's own IndexError for an index out of range
+    (v,) = x._t.prims.routine("np.getitem", [x._v()], {"key": tuple(cfg)}, [(shape, x.dtype)])
+    r = x._t.wrap(v, scalar=shape == ())
+    r._st.part_of = "[...]"
+    return r
 
 
 def setitem(x: TracedArray, key, value) -> None:

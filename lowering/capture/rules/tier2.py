@@ -8,9 +8,17 @@ small dummies (`_oracle`) whose dims keep the real ones' order and equalities
 checks the arguments, raises its own errors, picks the result dtypes and
 result types (namedtuples included), and each result dim, mapped back, is the
 real one. A result dim that is no operand's dim (so not read off the dummies)
-is a graph break, as is a result dtype the compiler lacks (complex: `fft`,
-`rfft`, `eig`) and `lstsq` with more rows than columns (the residuals' shape
-depends on the rank: data)."""
+is a graph break, as is a result dtype the compiler lacks (`eig`'s complex
+results are supported only as far as numpy routines go: see dialects/dtypes.py)
+and `lstsq` with more rows than columns (the residuals' shape depends on the
+rank: data).
+
+The FFTs with complex results (`fft`, `rfft`, `fftn`, ...) are routines too:
+complex values are extern-only (dialects/dtypes.py), made and read by numpy
+routines alone — the FFTs, ufuncs on complex values (`ufuncs._complex_call`),
+`.real`/`.imag` — so `irfft(rfft(x) * H)` and `abs(rfft(x))**2` are one graph
+whose real parts fuse as usual. Their result shapes are worked out here
+(`rfft`'s n//2 + 1 is no operand's dim)."""
 
 from __future__ import annotations
 
@@ -20,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from ... import routines
-from dialects.dtypes import supported
+from dialects.dtypes import representable
 from ..registry import rule
 from ..traced import TracedArray
 from ..tracer import Unsupported
@@ -86,7 +94,7 @@ def _oracle(name: str, arrays: list[TracedArray], config: dict[str, Any], size_k
     out = []
     for r in routines.results_of(value):
         arr = np.asarray(r)
-        if not supported(arr.dtype):
+        if not representable(arr.dtype):
             raise Unsupported(f"{name} returns {arr.dtype}, which the compiler does not support")
         if any(d not in back for d in arr.shape):
             raise Unsupported(f"{name}: a result shape {arr.shape} on the dummies is not made "
@@ -263,6 +271,96 @@ def _fft_nd(name: str, default_axes):
     return impl
 
 
+def _fft_dtype(full: str, dtype: np.dtype) -> np.dtype:
+    """The result dtype numpy gives for an input dtype (complex64 for float32
+    in numpy 2), from a transform of two zeros."""
+    base = full.rstrip("n2") if full.endswith(("fft2", "fftn")) else full  # the 1-d transform
+    return np.asarray(routines.ROUTINES[base](np.zeros(2, dtype))).dtype
+
+
+def _fft_c1d(name: str, half: bool):
+    """fft, ifft (`half`: rfft, ihfft, whose axis gets n//2 + 1)."""
+    full = f"np.fft.{name}"
+
+    def impl(tr, a, n=None, axis=-1, norm=None, out=None):
+        if out is not None:
+            raise Unsupported(f"{full} with out=")
+        x = strong(tr, a)
+        if x.ndim == 0:
+            raise np.exceptions.AxisError(axis, 0)
+        ax = normalize_axis(_static(full, "axis", axis), x.ndim)
+        n = _static(full, "n", n)
+        size = x.shape[ax] if n is None else n
+        if type(size) is not int:
+            raise Unsupported(f"{full} along a dim of symbolic size")
+        if size < 1:
+            raise ValueError(f"Invalid number of FFT data points ({size}) specified.")
+        if half and x.dtype.kind == "c":
+            np.fft.rfft(np.zeros(2, x.dtype))  # numpy's own TypeError for complex input
+        shape = x.shape[:ax] + (size // 2 + 1 if half else size,) + x.shape[ax + 1:]
+        return call_routine(tr, full, [x], {"n": n, "axis": ax, "norm": norm},
+                            known=(shape, _fft_dtype(full, x.dtype)))
+
+    impl.__name__ = name
+    return impl
+
+
+def _fft_cnd(name: str, default_axes, half: bool):
+    """fft2, ifft2, fftn, ifftn (`half`: rfft2, rfftn)."""
+    full = f"np.fft.{name}"
+
+    def impl(tr, a, s=None, axes=default_axes, norm=None, out=None):
+        if out is not None:
+            raise Unsupported(f"{full} with out=")
+        x = strong(tr, a)
+        s, axes = _static(full, "s", s), _static(full, "axes", axes)
+        if s is None:
+            axs = list(range(x.ndim)) if axes is None else list(axes)
+            sizes = [x.shape[normalize_axis(ax, x.ndim)] for ax in axs]
+        else:
+            sizes = list(s)
+            axs = list(range(-len(sizes), 0)) if axes is None else list(axes)
+            if len(sizes) != len(axs):
+                raise ValueError("Shape and axes have different lengths.")
+        if not axs:
+            raise Unsupported(f"{full} over no axes")
+        axs = [normalize_axis(ax, x.ndim) for ax in axs]
+        if any(type(n) is not int for n in sizes):
+            raise Unsupported(f"{full} along a dim of symbolic size")
+        if half and x.dtype.kind == "c":
+            np.fft.rfft(np.zeros(2, x.dtype))  # numpy's own TypeError for complex input
+        shape = list(x.shape)
+        for ax, n in zip(axs, sizes):
+            shape[ax] = n
+        if half:
+            shape[axs[-1]] = sizes[-1] // 2 + 1
+        return call_routine(tr, full, [x], {"s": s, "axes": axes, "norm": norm},
+                            known=(tuple(shape), _fft_dtype(full, x.dtype)))
+
+    impl.__name__ = name
+    return impl
+
+
+@rule(np.real)
+def real(tr, val):
+    return strong(tr, val).real if isinstance(val, TracedArray) else np.real(val)
+
+
+@rule(np.imag)
+def imag(tr, val):
+    return strong(tr, val).imag if isinstance(val, TracedArray) else np.imag(val)
+
+
+rule(np.fft.fft)(_fft_c1d("fft", False))
+rule(np.fft.ifft)(_fft_c1d("ifft", False))
+rule(np.fft.rfft)(_fft_c1d("rfft", True))
+rule(np.fft.ihfft)(_fft_c1d("ihfft", True))
+rule(np.fft.fft2)(_fft_cnd("fft2", (-2, -1), False))
+rule(np.fft.ifft2)(_fft_cnd("ifft2", (-2, -1), False))
+rule(np.fft.rfft2)(_fft_cnd("rfft2", (-2, -1), True))
+rule(np.fft.fftn)(_fft_cnd("fftn", None, False))
+rule(np.fft.ifftn)(_fft_cnd("ifftn", None, False))
+rule(np.fft.rfftn)(_fft_cnd("rfftn", None, True))
 rule(np.fft.irfft)(_fft_1d("irfft"))
 rule(np.fft.hfft)(_fft_1d("hfft"))
 rule(np.fft.irfft2)(_fft_nd("irfft2", (-2, -1)))

@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 
+from dialects.dtypes import extern_only, representable
 from dialects.symbols import SymDim, broadcast_shapes
 
 from dialects import ufuncs as U
@@ -40,7 +41,7 @@ def _operand_kind(x):
     if isinstance(x, (int, float)):
         return type(x)
     if isinstance(x, complex):
-        raise Unsupported("complex operands")
+        return complex
     return np.asarray(x).dtype
 
 
@@ -53,7 +54,7 @@ def _stand_in(x):
         return np.empty(0, x.dtype)
     if isinstance(x, SymDim):  # a size: its value (a plain int of it, unrecorded)
         return int.__int__(x)
-    if isinstance(x, (bool, int, float)):
+    if isinstance(x, (bool, int, float, complex)):
         return x
     return np.empty(0, np.asarray(x).dtype)
 
@@ -110,12 +111,47 @@ def operand_value(tr, x, dtype: np.dtype):
     return p.cast(tr.lift(x)._v(), dtype)
 
 
+def _complex_call(tr, ufunc: np.ufunc, inputs, loop, dtype, casting, signature):
+    """A ufunc whose loop is complex: one `array.routine "np.ufunc"` that numpy
+    runs (generated kernels have no complex values), or a graph break. Its
+    array operands are the routine's operands; Python scalars (complex ones
+    too) stay in the config, so numpy sees them as weak just as the user's
+    call does."""
+    if dtype is not None or signature is not None or casting != "same_kind":
+        raise Unsupported(f"{ufunc.__name__} of complex values with dtype=/signature=/casting=")
+    arrays, args = [], []
+    for x in inputs:
+        if isinstance(x, TracedArray):
+            if x._weak is not None:  # a traced Python float: weak only in the user's call
+                raise Unsupported(f"{ufunc.__name__} of complex values and a traced Python float")
+            arrays.append(x)
+            args.append("@")
+        elif type(x) in (bool, int, float):
+            args.append(("scalar", x))
+        elif type(x) is complex:
+            args.append(("complex", x.real, x.imag))
+        else:  # a numpy array or scalar of the program: an operand like any other
+            arrays.append(tr.lift(x))
+            args.append("@")
+    out_dt = loop[-1]
+    if not representable(out_dt):
+        raise Unsupported(f"{ufunc.__name__} returns {out_dt}")
+    shape = broadcast_shapes(*[a.shape for a in arrays])
+    (v,) = tr.prims.routine("np.ufunc", [a._v() for a in arrays],
+                            {"ufunc": ufunc.__name__, "args": tuple(args)}, [(shape, out_dt)])
+    return tr.wrap(v, scalar=shape == () and all(a._scalar for a in arrays))
+
+
 def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signature=None):
     """Emit ufunc(*inputs) without out=; returns a TracedArray."""
     name = ufunc.__name__
-    if name not in SUPPORTED_UFUNCS or ufunc.nout != 1:
+    if ufunc.nout != 1:
         raise Unsupported(f"ufunc {name} is not captured")
     loop = resolve(ufunc, inputs, dtype, casting, signature)
+    if any(extern_only(d) for d in loop):
+        return _complex_call(tr, ufunc, inputs, loop, dtype, casting, signature)
+    if name not in SUPPORTED_UFUNCS:
+        raise Unsupported(f"ufunc {name} is not captured")
     in_dt, out_dt = loop[: ufunc.nin], loop[-1]
     for d in loop:
         if d.kind in "cOSUVMm":
@@ -167,10 +203,18 @@ def _scalar_power(tr, exponent, vals, out_dt: np.dtype, shape):
         if e == -1.0:
             return p.ufunc("reciprocal", vals[:1], out_dt)
         return p.ufunc("power", vals, out_dt)
-    # a value known only at run time: numpy decides per call, so must we
-    half = p.broadcast(p.constant(0.5, out_dt), shape)
-    return p.select(p.compare("eq", vals[1], half), p.ufunc("sqrt", vals[:1], out_dt),
-                    p.ufunc("power", vals, out_dt))
+    # a value known only at run time: numpy decides per call, so must we. Both
+    # sides run on every element: where sqrt is not taken its operand is
+    # maximum(x, 0) (maximum(x, -inf) = x where it is, NaN kept), so that the
+    # sqrt of a negative x raises no flag numpy's pow does not. (Not a select
+    # of x by the same condition: LLVM would see through it.)
+    def splat(v):
+        return p.broadcast(p.constant(v, out_dt), shape)
+
+    is_half = p.compare("eq", vals[1], splat(0.5))
+    floor = p.select(is_half, splat(-math.inf), splat(0.0))
+    root = p.ufunc("maximum", [vals[0], floor], out_dt)
+    return p.select(is_half, p.ufunc("sqrt", [root], out_dt), p.ufunc("power", vals, out_dt))
 
 
 @ufunc_method("__call__")
