@@ -231,17 +231,21 @@ def lstsq(tr, a, b, rcond=None):
 
 
 # ---- np.fft: the transforms with real results of real input ----------------------
+def _fft_1d_args(tr, full: str, a, n, axis, out):
+    """A 1-d transform's (input, normalized axis, static n), checked as numpy checks them."""
+    if out is not None:
+        raise Unsupported(f"{full} with out=")
+    x = strong(tr, a)
+    if x.ndim == 0:
+        raise np.exceptions.AxisError(axis, 0)
+    return x, normalize_axis(_static(full, "axis", axis), x.ndim), _static(full, "n", n)
+
+
 def _fft_1d(name: str):
     full = f"np.fft.{name}"
 
     def impl(tr, a, n=None, axis=-1, norm=None, out=None):
-        if out is not None:
-            raise Unsupported(f"{full} with out=")
-        x = strong(tr, a)
-        if x.ndim == 0:
-            raise np.exceptions.AxisError(axis, 0)
-        ax = normalize_axis(_static(full, "axis", axis), x.ndim)
-        n = _static(full, "n", n)
+        x, ax, n = _fft_1d_args(tr, full, a, n, axis, out)
         if n is None:
             n = 2 * (x.shape[ax] - 1)
         return call_routine(tr, full, [x], {"n": n, "axis": ax, "norm": norm}, size_keys=("n",))
@@ -283,13 +287,7 @@ def _fft_c1d(name: str, half: bool):
     full = f"np.fft.{name}"
 
     def impl(tr, a, n=None, axis=-1, norm=None, out=None):
-        if out is not None:
-            raise Unsupported(f"{full} with out=")
-        x = strong(tr, a)
-        if x.ndim == 0:
-            raise np.exceptions.AxisError(axis, 0)
-        ax = normalize_axis(_static(full, "axis", axis), x.ndim)
-        n = _static(full, "n", n)
+        x, ax, n = _fft_1d_args(tr, full, a, n, axis, out)
         size = x.shape[ax] if n is None else n
         if type(size) is not int:
             raise Unsupported(f"{full} along a dim of symbolic size")
