@@ -63,7 +63,7 @@ DYN = DYNAMIC_INDEX
 
 REDUCE_KINDS = ("sum", "prod", "max", "min", "any", "all")
 ARGREDUCE_KINDS = ("argmax", "argmin")
-SCAN_KINDS = ("sum", "prod")
+SCAN_KINDS = ("sum", "prod", "max", "min")
 COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 SCATTER_MODES = ("set", "add")
 
@@ -528,7 +528,8 @@ class ArgReduceOp(_ArrayOp):
 
 @irdl_op_definition
 class ScanOp(_ArrayOp):
-    """Inclusive prefix sum/product along `axis`."""
+    """Inclusive prefix sum, product, maximum or minimum along `axis`
+    (numpy's `add`/`multiply`/`maximum`/`minimum.accumulate`)."""
 
     name = "array.scan"
     T: ClassVar = VarConstraint("T", AnyTensor)

@@ -299,7 +299,9 @@ def _prod_grad(e: Emit, x, g, axes):
 
 def _scan(e: Emit, op: A.ScanOp, g, act):
     if op.kind.data != "sum":
-        raise NotDifferentiable("lowering.grad: the derivative of cumprod is not supported")
+        name = {"prod": "cumprod", "max": "maximum.accumulate", "min": "minimum.accumulate"}
+        raise NotDifferentiable(
+            f"lowering.grad: the derivative of {name[op.kind.data]} is not supported")
     ax = op.axis.value.data
     return [e.flip(e.P.scan(e.flip(g, ax), "sum", ax), ax)]
 

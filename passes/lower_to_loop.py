@@ -1306,7 +1306,8 @@ class DotEmitter(_OrderedEmitter):
 
 
 class ScanEmitter(_OrderedEmitter):
-    """An inclusive scan (`cumsum`, `cumprod`) along axis a as one kernel over
+    """An inclusive scan (`cumsum`, `cumprod`, `maximum.accumulate`, ...)
+    along axis a as one kernel over
     the input's domain: parallel dims up to a, a map over the rest (vectorized
     across them), `out[.., i, ..] = out[.., i-1, ..] + x[.., i, ..]` and the
     first element copied — numpy's `add.accumulate`, in its order, so the
@@ -1326,7 +1327,12 @@ class ScanEmitter(_OrderedEmitter):
         prev = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, prev_idx)))
         first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(dim(a)), i64)),
                         self._emit(L.ConstOp("0", i64)))
-        val = self._emit(arith.SelectOp(self._emit(first), x, self._combine(kind, prev, x)))
+        if kind in ("max", "min"):  # numpy's maximum/minimum: a NaN propagates
+            step = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [prev, x],
+                                        x.type))
+        else:
+            step = self._combine(kind, prev, x)
+        val = self._emit(arith.SelectOp(self._emit(first), x, step))
         self._store(val, idx)
         d = describe(op)
         if d not in self.fused:

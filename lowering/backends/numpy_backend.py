@@ -173,6 +173,9 @@ def _routine(op: A.RoutineOp):
     return run
 
 
+_SCANS = {"sum": np.add.accumulate, "prod": np.multiply.accumulate,
+          "max": np.maximum.accumulate, "min": np.minimum.accumulate}
+
 RULES: dict[type, Callable[[Operation], Callable]] = {
     A.ConstantOp: _constant,
     A.BroadcastOp: lambda op: (lambda s: lambda x: np.broadcast_to(x, s))(op.result.type.get_shape()),
@@ -190,7 +193,7 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.ArgReduceOp: lambda op: (lambda f, ax: lambda x: _arr(f(x, axis=ax)).astype(np.int64))(
         np.argmax if op.kind.data == "argmax" else np.argmin, op.axis.value.data),
     A.ScanOp: lambda op: (lambda f, ax: lambda x: f(x, axis=ax, dtype=x.dtype))(
-        np.cumsum if op.kind.data == "sum" else np.cumprod, op.axis.value.data),
+        _SCANS[op.kind.data], op.axis.value.data),
     A.DotOp: lambda op: lambda a, b: _arr(np.matmul(a, b)),
     A.IotaOp: _iota,
     A.SelectOp: lambda op: lambda c, a, b: np.where(c, a, b),

@@ -94,7 +94,8 @@ def test_scan_out(x, data, kind, out_dtype):
 
 
 @examples(40)
-@given(arrays(min_dims=1), st.data(), st.sampled_from([np.add, np.multiply]),
+@given(arrays(min_dims=1), st.data(),
+       st.sampled_from([np.add, np.multiply, np.maximum, np.minimum]),
        st.sampled_from([None, F64, I32, I64]))
 def test_ufunc_accumulate(x, data, uf, dtype):
     kw = {} if dtype is None else {"dtype": dtype}
@@ -128,12 +129,24 @@ def test_scan_errors_and_edges_match_numpy(fn):
     check(fn, np.arange(6.0).reshape(2, 3))
 
 
-def test_max_accumulate_graph_breaks_but_matches():
+@pytest.mark.parametrize("uf", [np.maximum, np.minimum])
+def test_max_min_accumulate_compile_whole_and_propagate_nan(uf):
+    x = np.array([3.0, 1.0, np.nan, 5.0, -0.0, 0.0])
+    fn = lambda a: uf.accumulate(a)
+    cf = lowering.compile(fn, fullgraph=True)
+    assert_matches_numpy(fn, x, compiled=cf)
+    assert not cf.last_trace.breaks
+    y = np.array([[2, 7, 1], [5, 0, 9]], np.int32)  # int32 stays int32 (no widening)
+    assert_matches_numpy(lambda a: uf.accumulate(a, axis=1), y)
+    assert_matches_numpy(lambda a: uf.accumulate(a > 3), y)
+
+
+def test_other_accumulates_graph_break_but_match():
     x = np.array([3.0, 1.0, np.nan, 5.0])
-    fn = lambda a: np.maximum.accumulate(a)
+    fn = lambda a: np.fmax.accumulate(a)
     cf = lowering.compile(fn)
     assert_matches_numpy(fn, x, compiled=cf)
-    assert any("maximum.accumulate" in b.reason for b in cf.last_trace.breaks)
+    assert any("fmax.accumulate" in b.reason for b in cf.last_trace.breaks)
     with pytest.raises(GraphBreakError):
         lowering.compile(fn, fullgraph=True)(x)
 

@@ -1,4 +1,4 @@
-"""Scans (`cumsum`, `cumprod`) generated as kernels: numpy's `accumulate`
+"""Scans (`cumsum`, `cumprod`, `maximum/minimum.accumulate`) generated as kernels: numpy's `accumulate`
 order, so the values are numpy's bit for bit (NaN, ±Inf, -0.0 and integer
 wrap-around included), on any layout and axis."""
 
@@ -20,7 +20,8 @@ def scan_kernels(fn, *args) -> list[str]:
 def test_scans_match_numpy_bitwise(data):
     x = data.draw(arrays(dtypes(), array_shapes(min_dims=1, max_dims=3, max_side=9)))
     axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
-    kind = data.draw(st.sampled_from([np.cumsum, np.cumprod]))
+    kind = data.draw(st.sampled_from([np.cumsum, np.cumprod, np.maximum.accumulate,
+                                       np.minimum.accumulate]))
     fused = data.draw(st.booleans())  # the scanned value computed in the kernel
 
     def f(x):
@@ -39,8 +40,9 @@ def test_scans_match_numpy_bitwise(data):
 def test_scans_are_kernels():
     x = np.ones((6, 5), np.float32)
     for axis in (0, 1):
-        names = scan_kernels(lambda x: np.cumsum(x * 2, axis=axis) + 1, x)
-        assert not any(n.startswith("extern") for n in names), names
+        for scan in (np.cumsum, np.maximum.accumulate):
+            names = scan_kernels(lambda x: scan(x * 2, axis=axis) + 1, x)
+            assert not any(n.startswith("extern") for n in names), names
     # default dtype: int32 sums in int64, as numpy does
     i = np.arange(12, dtype=np.int32).reshape(3, 4)
     got = lowering.compile(lambda i: np.cumsum(i, axis=1))(i)

@@ -1,4 +1,4 @@
-"""Scans: cumsum, cumprod, cumulative_sum/prod, add/multiply.accumulate, all on
+"""Scans: cumsum, cumprod, cumulative_sum/prod, add/multiply/maximum/minimum.accumulate, all on
 `array.scan`. numpy decides the dtype (int32/bool widen to int64 like sum) by
 running the same scan on a one-element dummy; `out=` must have exactly the
 result shape and takes an unsafe cast, as in numpy."""
@@ -13,7 +13,7 @@ from ..tracer import Unsupported
 from .common import check_out, normalize_axis, static_int
 from .reductions import finish, strong
 
-_KIND = {"add": "sum", "multiply": "prod"}
+_KIND = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 
 
 def _raw_out(out):
