@@ -21,6 +21,7 @@ from runtime.errors import FloatingPointFlags, raised_as_numpy
 from runtime.guards import (
     ArrayCheck,
     Check,
+    ContentsCheck,
     GuardSet,
     IdentityCheck,
     LenCheck,
@@ -174,6 +175,9 @@ class CompiledFunction:
         self.dynamic = dynamic
         # automatic dynamic: per leaf, the dims whose size changed between calls
         self._auto_dims: dict[int, set[int]] = {}
+        # arguments whose specialized value changed between calls: never
+        # specialized again (Python's uses of them break the graph instead)
+        self._unspecialized: set[int] = set()
         self._symbols: tuple | None = None  # (shapes, env) of the entry being made
         # the last compile with size symbols: "" kept for many sizes, else why not
         self.last_sizes: str | None = None
@@ -250,6 +254,7 @@ class CompiledFunction:
                                           self._why(self.entries[-1], treedef, leaves, tree))
                 if self.dynamic is None:
                     self._note_size_changes(leaves)
+                self._note_value_changes(leaves)
                 for i, e in enumerate(self.entries):
                     logger("guards").info("guard failed for %s (entry %d): %s", self.__qualname__,
                                           i, self._why(e, treedef, leaves, tree))
@@ -317,6 +322,20 @@ class CompiledFunction:
                     for d, (want, got) in enumerate(zip(c.shape, x.shape)):
                         if isinstance(want, int) and want != got:
                             self._auto_dims.setdefault(c.index, set()).add(d)
+
+    def _note_value_changes(self, leaves) -> None:
+        """Arguments an entry was specialized on whose value this call
+        changes are never specialized again: Python's uses of them break
+        the graph (one more compile, not one per value)."""
+        for e in self.entries:
+            for c in e.guards.checks:
+                if (isinstance(c, ContentsCheck) and c.where == "L" and c.index < len(leaves)
+                        and c.failure(leaves, []) is not None):
+                    if c.index not in self._unspecialized:
+                        logger("recompiles").info(
+                            "%s: %r changed value; no longer specialized on it",
+                            self.__qualname__, c.name)
+                    self._unspecialized.add(c.index)
 
     def _compile_and_run(self, args, kwargs, leaves, treedef):
         dims = symbolic_dims(self.dynamic, leaves, self._auto_dims)
@@ -474,6 +493,7 @@ class CompiledFunction:
         self.programs_run = []
         tracer = Tracer(sources, run_segment or self._run_segment,
                         self.fullgraph if fullgraph is None else fullgraph, source_ids)
+        tracer.unspecialized = frozenset(self._unspecialized)
         for i, shape in (symbolic or {}).items():
             tracer.symbolic_shapes[source_ids.get(id(leaves[i]), i)] = shape
         tleaves = []
@@ -663,6 +683,8 @@ class CompiledFunction:
                 checks.append(_array_check("L", i, name, x, sym_shapes.get(i)))
             elif isinstance(x, np.generic):
                 checks.append(TypeCheck("L", i, name, type(x), "scalar"))
+            elif isinstance(x, float) and i in trace.specialized:
+                checks.append(ContentsCheck.of("L", i, name, x))
             elif isinstance(x, float):
                 checks.append(TypeCheck("L", i, name, float, "float"))
             elif x is None or isinstance(x, (bool, int, str, bytes)):
@@ -708,6 +730,10 @@ class CompiledFunction:
                 checks.append(TypeCheck("G", k, label, type(x)))
                 if j in sized or j in replaced:
                     checks.append(LenCheck("G", k, label, len(x)))
+        for i in array_leaves:  # (after every array's type, dtype and shape)
+            if i in trace.specialized:
+                name = names[i] if i < len(names) else f"arg{i}"
+                checks.append(ContentsCheck.of("L", i, name, trace.specialized[i]))
         if self._symbols is not None:
             checks.extend(_relation_checks(self._symbols, names))
         return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves,

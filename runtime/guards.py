@@ -30,6 +30,7 @@ Python source (a call's leaves here, attributes and items of Python state in
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -324,22 +325,87 @@ class TypeCheck(Check):
 @dataclass(frozen=True)
 class ValueCheck(Check):
     """A specialized scalar: this type and this value (the program was
-    traced with it as a constant)."""
+    traced with it as a constant). A float or complex value (Python's or a
+    numpy scalar) compares by its bits: -0.0 is not 0.0 (`1 / x` tells them
+    apart) and a NaN is itself."""
 
     value: Any
 
+    def _bits(self) -> bytes | None:
+        v = self.value
+        if type(v) is float:
+            return _PACK_F64(v)
+        if type(v) is complex:
+            return _PACK_F64(v.real) + _PACK_F64(v.imag)
+        if isinstance(v, (np.floating, np.complexfloating)):
+            return v.tobytes()
+        return None
+
     def constants(self) -> dict[str, Any]:
-        return {self.const_name("ty"): type(self.value), self.const_name("v"): self.value}
+        bits = self._bits()
+        return {self.const_name("ty"): type(self.value),
+                self.const_name("v"): self.value if bits is None else bits,
+                "_pack_f64": _PACK_F64}
 
     def conditions(self) -> list[Condition]:
         def reason(x):
             return f"{self.name!r} value mismatch: expected {self.value!r}, got {x!r}"
 
+        v = self.const_name("v")
+        if type(self.value) is float:
+            same = "_pack_f64({x}) == " + v
+        elif type(self.value) is complex:
+            same = "_pack_f64({x}.real) + _pack_f64({x}.imag) == " + v
+        elif self._bits() is not None:
+            same = "{x}.tobytes() == " + v
+        else:
+            same = "{x} == " + v
         return [Condition("type({x}) is " + self.const_name("ty"), reason),
-                Condition("{x} == " + self.const_name("v"), reason)]
+                Condition(same, reason)]
 
     def describe(self) -> str:
         return f"{self.name} == {self.value!r} (specialized)"
+
+
+@dataclass(frozen=True)
+class ContentsCheck(Check):
+    """A value the program was specialized on (Python needed it: a float
+    argument in `math.sqrt(dt)`, an array element used as a slice bound):
+    the same bits — a float's 8 bytes (so -0.0 is not 0.0 and a NaN is
+    itself), an array's elements (its dtype, shape and layout are the
+    `ArrayCheck` before it)."""
+
+    data: bytes
+    what: str  # "float" or "array"
+
+    @classmethod
+    def of(cls, where: str, index: int, name: str, value: Any) -> ContentsCheck:
+        if type(value) is float:
+            return cls(where, index, name, _PACK_F64(value), "float")
+        return cls(where, index, name, np.ascontiguousarray(value).tobytes(), "array")
+
+    def constants(self) -> dict[str, Any]:
+        return {self.const_name("bits"): self.data, "_pack_f64": _PACK_F64}
+
+    def conditions(self) -> list[Condition]:
+        def reason(x):
+            return (f"{self.name!r} value changed (the program was specialized on "
+                    f"{'its value' if self.what == 'float' else 'its elements'})")
+
+        bits = self.const_name("bits")
+        if self.what == "float":
+            return [Condition("type({x}) is float", reason),
+                    Condition("_pack_f64({x}) == " + bits, reason)]
+        return [Condition("{x}.tobytes() == " + bits, reason)]
+
+    def describe(self) -> str:
+        if self.what == "float":
+            return f"{self.name} == {_UNPACK_F64(self.data)[0]!r} (specialized: Python used its value)"
+        return f"{self.name}: its {len(self.data)} bytes as traced (specialized: Python used them)"
+
+
+_PACK_F64 = struct.Struct("<d").pack
+_UNPACK_F64 = struct.Struct("<d").unpack
 
 
 @dataclass(frozen=True)

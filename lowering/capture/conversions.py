@@ -319,12 +319,24 @@ def constructors_capture(tracer=None):
 class _Folder:
     """Trace-time values of SSA values that depend on no graph input: each
     op evaluated by the numpy reference backend (the oracle every backend is
-    checked against), memoized."""
+    checked against), memoized. With `specialize` ("value" or "index"), the
+    arguments the tracer may specialize for that use count as constants
+    too, of the call's values; those a value was computed from are recorded
+    in the trace (`Trace.specialized`) and guarded."""
 
-    def __init__(self, tracer):
+    def __init__(self, tracer, specialize: str | None = None):
         self.tracer = weakref.ref(tracer)
+        self.specialize = specialize
         self.const: dict[SSAValue, bool] = {}
         self.values: dict[SSAValue, np.ndarray] = {}
+
+    def _specialized(self, v: SSAValue) -> int | None:
+        """The source index of argument v where it may be specialized."""
+        if self.specialize is None or not isinstance(v, BlockArgument):
+            return None
+        tr = self.tracer()
+        i = None if tr is None else tr.arg_sources.get(v)
+        return i if i is not None and tr.may_specialize(i, self.specialize) else None
 
     def _source(self, v: SSAValue) -> SSAValue | None:
         """What v stands for: itself, or for a graph-break argument the value
@@ -341,6 +353,10 @@ class _Folder:
         while stack:
             u = stack[-1]
             if u in self.const:
+                stack.pop()
+                continue
+            if self._specialized(u) is not None:
+                self.const[u] = True
                 stack.pop()
                 continue
             s = self._source(u)
@@ -383,6 +399,15 @@ class _Folder:
             if u in self.values:
                 stack.pop()
                 continue
+            i = self._specialized(u)
+            if i is not None:
+                tr = self.tracer()
+                x = np.array(tr.source_value(i))
+                x.flags.writeable = False
+                tr.trace.specialized[i] = tr.sources[i] if type(tr.sources[i]) is float else x
+                self.values[u] = x
+                stack.pop()
+                continue
             s = self._source(u)
             if s is not u:
                 if s in self.values:
@@ -410,10 +435,13 @@ class _Folder:
 _folders: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _folder(tracer) -> _Folder:
-    f = _folders.get(tracer)
+def _folder(tracer, specialize: str | None = None) -> _Folder:
+    fs = _folders.get(tracer)
+    if fs is None:
+        fs = _folders[tracer] = {}
+    f = fs.get(specialize)
     if f is None:
-        f = _folders[tracer] = _Folder(tracer)
+        f = fs[specialize] = _Folder(tracer, specialize)
     return f
 
 
@@ -423,16 +451,17 @@ def constant_value(t) -> np.ndarray | None:
     return _folder(t._t).value(t._v())
 
 
-def fold_needed(tracer, needed: list) -> list[np.ndarray] | None:
+def fold_needed(tracer, needed: list, specialize: str | None = None) -> list[np.ndarray] | None:
     """Concrete values of `needed` without running the graph, when all of them
-    are made from constants alone (the caller may keep and write them)."""
-    out = []
-    for t in needed:
-        arr = constant_value(t)
-        if arr is None:
-            return None
-        out.append(np.array(arr))
-    return out
+    are made from constants alone — or from arguments Python may specialize
+    for this use (`specialize`, see `Tracer.may_specialize`) — (the caller
+    may keep and write them)."""
+    if tracer.grad_regions:  # (a value is a variable there, never specialized)
+        specialize = None
+    f = _folder(tracer, specialize)
+    if not all(f.is_constant(t._v()) for t in needed):
+        return None
+    return [np.array(f.value(t._v())) for t in needed]
 
 
 NOT_FOLDED = object()

@@ -485,29 +485,33 @@ class TracedArray:
         return self._concrete("sys.getsizeof() of a traced array").__sizeof__()
 
     # ---- conversions: graph breaks ------------------------------------------
-    def _concrete(self, what: str):
-        (arr,) = self._t.graph_break(what, [self])
+    def _concrete(self, what: str, specialize: str | None = None):
+        """The value, for Python: a graph break, unless it is made from
+        constants and (`specialize`: "value" for a Python scalar, "index"
+        for a size or index) arguments the program may be specialized on."""
+        (arr,) = self._t.graph_break(what, [self], specialize=specialize)
         return arr
 
     def __bool__(self):
-        return bool(self._concrete("bool() of a traced value (data-dependent Python control flow)"))
+        return bool(self._concrete("bool() of a traced value (data-dependent Python control flow)",
+                                   "value"))
 
     def __int__(self):
-        return int(self._concrete("int() of a traced value"))
+        return int(self._concrete("int() of a traced value", "index"))
 
     def __float__(self):
         conversions.leaving_graph(self, element=True)  # `real[i] = x` inside lowering.grad
-        return float(self._concrete("float() of a traced value"))
+        return float(self._concrete("float() of a traced value", "value"))
 
     def __complex__(self):
-        return complex(self._concrete("complex() of a traced value"))
+        return complex(self._concrete("complex() of a traced value", "value"))
 
     def __index__(self):
-        arr = self._concrete("use of a traced value as a Python index")
+        arr = self._concrete("use of a traced value as a Python index", "index")
         return arr.__index__()
 
     def item(self, *args):
-        return self._concrete(".item() of a traced value").item(*args)
+        return self._concrete(".item() of a traced value", "value").item(*args)
 
     def tolist(self):
         return self._concrete(".tolist() of a traced value").tolist()

@@ -212,6 +212,16 @@ class Trace:
     owners: list[int | None] = field(default_factory=list)
     records: list[BreakRecord] = field(default_factory=list)  # one per break
     replayable: bool = True  # later calls may run the graphs without the Python
+    # source index -> its value, for the arguments Python needed the value of
+    # (`Tracer.may_specialize`): the program holds for these values only, and
+    # its guards compare them bit for bit
+    specialized: dict[int, Any] = field(default_factory=dict)
+
+
+# an array argument whose contents decide a size or an index (`best[w:]` for
+# `w` of `weights`) is specialized up to this many elements: its guard
+# compares them all on every call
+SPECIALIZE_LIMIT = 4096
 
 
 class Tracer:
@@ -235,6 +245,10 @@ class Tracer:
         # source index -> its shape with size symbols (`dialects.symbols`),
         # for a function compiled for many shapes
         self.symbolic_shapes: dict[int, tuple] = {}
+        # the graph argument standing for a source (in any segment) -> its index
+        self.arg_sources: dict[SSAValue, int] = {}
+        # arguments never to specialize (their value changed between calls)
+        self.unspecialized: frozenset[int] = frozenset()
         self._new_segment()
 
     # ---- segments ---------------------------------------------------------
@@ -318,6 +332,7 @@ class Tracer:
                 strides = c_strides(sym[::-1], dtype.itemsize)[::-1]
         st = Storage(self._arg(i, shape, dtype), shape, dtype, strides, source=i, readonly=ro)
         st.arg = st.value
+        self.arg_sources[st.arg] = i
         self.input_storages[i] = st
         t = TracedArray(self, st, (), weak=weak, scalar=isinstance(v, (np.generic, float)))
         self.source_arrays[i] = t
@@ -437,15 +452,37 @@ class Tracer:
         t._cache = (st.version, new)
 
     # ---- graph breaks ---------------------------------------------------
+    def may_specialize(self, i: int, use: str) -> bool:
+        """Whether Python may have the value of source i (the program then
+        holds for that value only, guarded): an argument (not Python state)
+        that is a Python float — a hyperparameter: `math.sqrt(dt)`, `if lr >
+        0.1` — or, where the value decides a size or an index (`use` "index":
+        `best[w:]`, `int(n[0])`), a small array; never one whose value changed
+        between calls (`unspecialized`: those break the graph), nor inside a
+        differentiated function (the value is a variable there)."""
+        if (self.prune_from is None or i >= self.prune_from or i in self.unspecialized
+                or self.grad_regions or i in self.symbolic_shapes):
+            return False
+        v = self.sources[i]
+        if type(v) is float:
+            return True
+        return (use == "index" and type(v) is np.ndarray and v.size <= SPECIALIZE_LIMIT
+                and v.dtype.kind in "biuf")
+
     def graph_break(self, reason: str, needed: list["TracedArray"],
-                    private: "TracedArray | None" = None, force: bool = False) -> list[np.ndarray]:
+                    private: "TracedArray | None" = None, force: bool = False,
+                    specialize: str | None = None) -> list[np.ndarray]:
         """Run what was captured so far and return concrete values of `needed`.
         `private`: an array the eager code will write into; if its memory is
         the caller's, it gets a copy (the caller's arrays are written only when
-        the whole call has succeeded)."""
+        the whole call has succeeded). `specialize` ("value" or "index"):
+        Python converts the values (`float(x)`, `best[w:]`); where they are
+        made from constants and arguments it may specialize
+        (`may_specialize`), they are computed and the arguments guarded
+        instead of breaking the graph."""
         # values made from constants alone need no break (`force`: the break
         # itself matters, e.g. a generator reseeded at this point)
-        folded = None if force else conversions.fold_needed(self, needed)
+        folded = None if force else conversions.fold_needed(self, needed, specialize)
         if folded is not None:
             return folded
         loc = user_location()
