@@ -408,8 +408,10 @@ class Restart(Exception):
     `undefer`, with `value` (a deferred output, see `Lowering.deferrable`)
     given its own kernel at its place instead of a reduction's pass."""
 
-    def __init__(self, value: SSAValue, reason: str, undefer: bool = False):
+    def __init__(self, value: SSAValue, reason: str, undefer: bool = False,
+                 not_in_place: Operation | None = None):
         self.value, self.reason, self.undefer = value, reason, undefer
+        self.not_in_place = not_in_place  # a slice assignment to copy instead
 
 
 @dataclass
@@ -420,11 +422,15 @@ class Lowering:
     reasons: list[str] = field(default_factory=list)
     kernel_ops: list[tuple[str, list[str]]] = field(default_factory=list)
     no_defer: set = field(default_factory=set)
+    # slice assignments found to clobber a value read later: a routine
+    # writes them into a copy of the destination instead
+    not_in_place: set = field(default_factory=set)
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
         self.columns: dict[A.DotOp, SSAValue] = {}
         self._extern_views: dict[Operation, list | None] = {}
+        self._write_modes: dict[Operation, str | None] = {}
         self.inserted: list[Operation] = []
         # the cost model's choices, decided on the function as written
         self.paths = [f"{describe(op)}: {path_choice(op).reason()}" for op in self.block.ops
@@ -481,8 +487,13 @@ class Lowering:
             # (K, N) so that its rows load as vectors
             return [o for o in op.operands if not isinstance(o, BlockArgument)
                     or o.owner is not self.block]
-        if in_place_after_reads(op, self.uses):
+        mode = self.write_mode(op)
+        if mode == "staged":  # the new part first, in a buffer of its own
+            return [op.dest, op.source, op.result]
+        if mode == "direct":
             return [op.dest, op.result]  # the source is computed in its kernel
+        if mode == "copy":
+            return [op.result]  # the destination and the source computed in its kernels
         if not generated(op):
             views = self.extern_views(op)
             if views is not None:  # it reads views of its sources' buffers
@@ -542,6 +553,11 @@ class Lowering:
                     if r.undefer:
                         self.no_defer.add(r.value)
                         continue
+                    if r.not_in_place is not None:
+                        op = r.not_in_place
+                        self.not_in_place.add(op)
+                        self._write_modes.pop(op, None)
+                        self.realized.update([*op.operands, *op.results])
                     self.realized.add(r.value)
                     self.reasons.append(r.reason)
             raise RuntimeError("lower-to-loop did not converge")
@@ -558,11 +574,14 @@ class Lowering:
         self.kernel_ops = []
         self.pending: set[SSAValue] = set()  # deferred: a later reduction's pass stores them
         self.carried: dict[SSAValue, KernelEmitter] = {}  # ... and the kernel that did
+        # a slice assignment's destination, once written in its own buffer ->
+        # the assignment: its old values are gone (`read`)
+        self.clobbered: dict[SSAValue, Operation] = {}
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
                 if self.pending:  # no reduction's pass took it: its own kernel, where it was
                     raise Restart(next(iter(self.pending)), "", undefer=True)
-                body.add_op(func.ReturnOp(*[self.buffer[v] for v in op.arguments]))
+                body.add_op(func.ReturnOp(*[self.read(v) for v in op.arguments]))
                 continue
             for r in op.results:
                 if r in self.realized:
@@ -620,11 +639,48 @@ class Lowering:
         self.buffer[v] = a.memref
         return a.memref
 
+    def write_mode(self, op: Operation) -> str | None:
+        """How a slice assignment is written: `slice_write`'s "direct" or
+        "staged" (into the destination's own buffer), else "copy" — a kernel
+        copies the destination into the result's buffer and another writes
+        the window there, its new part computed inline (the destination
+        untouched: no constraint on its other readers) —, or None for one
+        generated code cannot do (float16: a numpy routine). Memoized; an
+        assignment found to clobber a value read later (`read`) is copied."""
+        if op not in self._write_modes:
+            mode = None if op in self.not_in_place else slice_write(op, self.uses)
+            if mode is None and isinstance(op, A.InsertSliceOp) and not any(
+                    _half(v) for v in (op.source, op.dest)) and (
+                    op.source.type.element_type == op.dest.type.element_type):
+                mode = "copy"
+            self._write_modes[op] = mode
+        return self._write_modes[op]
+
+    def read(self, v: SSAValue) -> SSAValue:
+        """v's buffer, for a read of it: where a slice assignment already
+        wrote over v in that buffer (an analysis of the function cannot see
+        every order kernels end up in — a value computed inline in a later
+        consumer, a second write to the same destination), lowering starts
+        over with that assignment done by a routine into a copy."""
+        op = self.clobbered.get(v)
+        if op is not None:
+            raise Restart(op.result, f"{describe(op)} is copied: {describe(v.owner)} is read "
+                                     "after it would have been written over", not_in_place=op)
+        return self.buffer[v]
+
     def _realize(self, op: Operation, v: SSAValue) -> None:
-        if in_place_after_reads(op, self.uses):
+        mode = self.write_mode(op)
+        if mode == "copy":
             if v not in self.buffer:
-                self.buffer[v] = self.buffer[op.dest]
+                buf = self._alloc(v)
+                CopyEmitter(self, v, buf).emit()
+                InsertEmitter(self, v, buf).emit()
+            return
+        if mode is not None:
+            if v not in self.buffer:
+                self.buffer[v] = self.read(op.dest)
                 InsertEmitter(self, v, self.buffer[v]).emit()
+                self.clobbered[op.dest] = op
             return
         if v in self.overwritten:  # never read: slice assignments cover it all first
             self._alloc(v)
@@ -638,16 +694,16 @@ class Lowering:
             views = self.extern_views(op)
             if views is not None:  # (a view realized for another reason: its buffer)
                 views = [(o, []) if o in self.buffer else sv for o, sv in zip(op.operands, views)]
-                ins = [self.buffer[src] for src, _ in views]
+                ins = [self.read(src) for src, _ in views]
                 if isinstance(op, A.DotOp):
                     fn = "matmul"
             elif isinstance(op, A.DotOp):
                 ops = [blas_operand(o) for o in op.operands]
-                ins = [self.buffer[o] for o, _ in ops]
+                ins = [self.read(o) for o, _ in ops]
                 fn = "matmul" + ("_" + "".join("t" if t else "n" for _, t in ops)
                                  if any(t for _, t in ops) else "")
             else:
-                ins = [self.buffer[o] for o in op.operands]
+                ins = [self.read(o) for o in op.operands]
             reads = [src for src, _ in views] if views is not None else []
             for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands), *reads]:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
@@ -686,32 +742,42 @@ def in_place(op: Operation, uses: Counter) -> bool:
             and op.source.type.element_type == op.dest.type.element_type)
 
 
-def in_place_after_reads(op: Operation, uses: Counter) -> bool:
-    """`in_place`, or a slice assignment whose destination is otherwise read
-    only by routines (externs, through views) that run before it and by its
-    own new part, which reads it only apart from the window or at the very
-    point it writes: `x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]` and `C[i,
-    :i+1] = beta * C[i, :i+1] + ...` in a loop write into the array's own
-    buffer instead of copying all of it every iteration."""
+def slice_write(op: Operation, uses: Counter) -> str | None:
+    """How a slice assignment is written into its destination's own buffer
+    instead of a copy of all of it (numpy's way: `x[w] = ...` writes into
+    x): "direct" — `in_place`, or a destination otherwise read only by ops
+    placed before it (through views; `Lowering.read` checks their kernels
+    really run before) and by its own new part, which reads it only apart
+    from the window or at the very point it writes (`x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]`, `C[i, :i+1] = beta
+    * C[i, :i+1] + ...`): one kernel computes the new part and stores it;
+    "staged" — the same, but the new part reads the destination where the
+    window overlaps it otherwise (`best[w:] = np.maximum(best[w:],
+    best[:-w] + v)`, `x[0] = x.sum()`): the new part is computed into a
+    buffer of its own first (reading the old values, as numpy's temporary
+    does), then copied into the window; None — a routine copies the
+    destination and writes the window into the copy."""
     if in_place(op, uses):
-        return True
+        return "direct"
     if (not isinstance(op, A.InsertSliceOp) or isinstance(op.dest, BlockArgument)
             or any(_half(v) for v in (op.source, op.dest))
             or op.source.type.element_type != op.dest.type.element_type):
-        return False
+        return None
     dest = op.dest
     window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
     if window is None:
-        return False
+        return None
     shape = _squeezed(op.source.type.get_shape())
     # the new part: dest reached through a routine's result, a slice apart
-    # from the window, or the window itself point by point
+    # from the window, or the window itself point by point ("direct"), or
+    # anyhow else ("staged")
+    mode = "direct"
     expr: set = set()
     stack, seen = [(op.source, True)], set()
     while stack:
         v, pointwise = stack.pop()
         if v is dest:
-            return False
+            mode = "staged"
+            continue
         if (v, pointwise) in seen or isinstance(v, BlockArgument) or not generated(v.owner):
             continue
         seen.add((v, pointwise))
@@ -719,35 +785,19 @@ def in_place_after_reads(op: Operation, uses: Counter) -> bool:
         owner = v.owner
         if isinstance(owner, A.SliceOp) and owner.input is dest:
             box = _box(A.ints(owner.start), A.ints(owner.step), v.type.get_shape())
-            if box is not None and (_disjoint(box, window) or (
+            if box is None or not (_disjoint(box, window) or (
                     pointwise and box == window and _squeezed(v.type.get_shape()) == shape)):
-                continue
-            return False
+                mode = "staged"
+            continue
         flat = ((is_elementwise(owner) and not isinstance(owner, A.ConstantOp))
                 or (isinstance(owner, A.ReshapeOp)  # (unit dims only)
                     and _squeezed(owner.input.type.get_shape()) == _squeezed(v.type.get_shape())))
         stack.extend((o, pointwise and flat and _squeezed(o.type.get_shape()) == _squeezed(
             v.type.get_shape())) for o in owner.operands)
-    # the new part's values that read dest are computed once, in op's kernel:
-    # none read elsewhere (another kernel would compute them again later,
-    # from the written buffer)
-    reads: dict = {}
-
-    def reads_dest(v) -> bool:
-        if v not in expr:
-            return False
-        if v not in reads:
-            reads[v] = False  # (a DAG: no cycles; memo first)
-            owner = v.owner
-            reads[v] = ((isinstance(owner, A.SliceOp) and owner.input is dest)
-                        or any(reads_dest(o) for o in owner.operands))
-        return reads[v]
-
-    for v in expr:
-        if reads_dest(v) and any(u.operation is not op and not any(
-                r in expr for r in u.operation.results) for u in v.uses):
-            return False
-    # every other reader: the new part, or views ending in routines placed before op
+    # every other reader: the new part, or ops placed before op (through
+    # views). Whether each really reads dest before op's kernel writes over
+    # it (a value computed inline in a later consumer would not) is checked
+    # as kernels are emitted (`Lowering.read`)
     todo = [u.operation for u in dest.uses if u.operation is not op]
     while todo:
         user = todo.pop()
@@ -755,10 +805,9 @@ def in_place_after_reads(op: Operation, uses: Counter) -> bool:
             continue
         if is_view(user):
             todo.extend(u.operation for u in user.results[0].uses)
-        elif generated(user) or user.parent_block() is not op.parent_block() \
-                or not user.is_before_in_block(op):
-            return False
-    return True
+        elif user.parent_block() is not op.parent_block() or not user.is_before_in_block(op):
+            return None
+    return mode
 
 
 def _squeezed(shape) -> tuple:
@@ -1065,7 +1114,7 @@ class KernelEmitter:
         if v is not self.root and (v in lw.pending or lw.carried.get(v) is self):
             return (yield from self._carry(v, idx))
         if v in lw.buffer and (v in lw.realized or isinstance(v, BlockArgument)) and v is not self.root:
-            buf = lw.buffer[v]
+            buf = lw.read(v)
             self.used_buffers.append(buf)
             return self._emit(L.LoadOp(buf, self.dims, AffineMap(len(self.dims), 0, idx)))
         return (yield from self._compute(v, idx))
@@ -1167,6 +1216,16 @@ class KernelEmitter:
         from xdsl.dialects.builtin import AffineMapAttr
 
         return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
+
+
+class CopyEmitter(KernelEmitter):
+    """The destination of a slice assignment copied into the result's
+    buffer (`Lowering.write_mode` "copy"; its expression fused in): an
+    `InsertEmitter` then writes the window."""
+
+    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
+        super().__init__(lw, root, buf)
+        self.target = root.owner.dest
 
 
 class InsertEmitter(KernelEmitter):

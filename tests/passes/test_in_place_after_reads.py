@@ -1,10 +1,14 @@
 """Slice assignments written into the destination's own buffer although
-other ops read it (`passes.lower_to_loop.in_place_after_reads`): routines
-that run before (a product reading `x[:i]`), reads apart from the window,
-reads of the window point by point. Everything else — a shifted or reversed
-read of the window, a reduction of it, a read after the assignment, a value
-read again by another kernel — keeps numpy's copy semantics; each case is
-checked against numpy, and the loops that should write in place do (no
+other ops read it (`passes.lower_to_loop.slice_write`): ops that run before
+(a product reading `x[:i]`), reads apart from the window, reads of the
+window point by point ("direct": the new part computed in the writing
+kernel); a shifted or reversed read of the window or a reduction of it
+("staged": the new part computed first, into a buffer of its own, as numpy's
+temporary); anything else — the caller's array, a read after the assignment
+— is written into a copy by generated kernels ("copy"), and a read that the
+analysis cannot see coming (a value computed inline in a later kernel) sends
+the assignment to a copy as kernels are emitted (`Lowering.read`). Each case
+is checked against numpy, and the loops that should write in place do (no
 numpy copy of the whole array per iteration)."""
 
 from __future__ import annotations
@@ -83,6 +87,46 @@ def rank_update_rows(C, A):
     return C
 
 
+def knapsack(weights, values):
+    """best[w:] reads best[:-w], overlapping the window: staged."""
+    best = np.zeros(40)
+    for w, v in zip(weights, values):
+        best[w:] = np.maximum(best[w:], best[:-w] + v)
+    return best
+
+
+def jacobi(A, B):
+    """Ping-pong stencil: the first write of each array copies the caller's
+    array, the later ones write in place."""
+    A, B = A.copy(), B.copy()
+    for _ in range(3):
+        B[1:-1] = 0.33333 * (A[:-2] + A[1:-1] + A[2:])
+        A[1:-1] = 0.33333 * (B[:-2] + B[1:-1] + B[2:])
+    return A, B
+
+
+def read_inline_later(x):
+    """t reads y before the assignment in program order, but t is computed
+    inline in the kernel of t * 3, which runs after it: the assignment must
+    not write over y (`Lowering.read` sends it to a copy)."""
+    y = x * 2
+    t = y[:-1] + 1
+    y[1:] = 7.0
+    return y, t * 3
+
+
+def into_fresh_rows(x):
+    """cur[0] = i into np.empty: the constant destination is made by the
+    copy kernel itself."""
+    out = []
+    for i in range(3):
+        cur = np.empty(x.shape[0] + 1)
+        cur[0] = i
+        cur[1:] = x * i
+        out.append(cur.sum())
+    return out
+
+
 rng = np.random.default_rng(0)
 CASES = [
     (shifted, (rng.random(100),)),
@@ -95,6 +139,10 @@ CASES = [
     (augmented_twice, (rng.random((12, 9)), rng.random((12, 9)), rng.random((9, 9)))),
     (forward_substitution, (np.tril(rng.random((30, 30))) + 3 * np.eye(30), rng.random((30, 4)))),
     (rank_update_rows, (rng.random((30, 30)), rng.random((30, 50)))),
+    (knapsack, (np.array([3, 5, 2, 9, 1]), rng.random(5))),
+    (jacobi, (rng.random(50), rng.random(50))),
+    (read_inline_later, (rng.random(20),)),
+    (into_fresh_rows, (rng.random(20),)),
 ]
 
 
@@ -108,3 +156,18 @@ def test_loops_over_rows_write_in_place(fn, args):
     ex = lowering.explain(lowering.compile(fn, backend="cpu"))(*args)
     names = [name for graph in ex.kernels for name, _ in graph]
     assert not any("insert_slice" in n for n in names), names  # (no numpy copy per row)
+
+
+@pytest.mark.parametrize("fn,args", CASES[-4:], ids=[f.__name__ for f, _ in CASES[-4:]])
+def test_every_slice_assignment_is_generated(fn, args):
+    """No numpy routine copies a destination: in place (direct or staged) or
+    into a copy made by a kernel."""
+    ex = lowering.explain(lowering.compile(fn, backend="cpu"))(*args)
+    names = [name for graph in ex.kernels for name, _ in graph]
+    assert not any(n.startswith("extern") for n in names), names
+
+
+def test_a_clobbered_read_found_while_emitting_copies_instead():
+    x = rng.random(20)
+    ex = lowering.explain(lowering.compile(read_inline_later, backend="cpu"))(x)
+    assert "read after it would have been written over" in str(ex)
