@@ -18,7 +18,8 @@ baseline's diff reviewed in the same commit.
 
 The target is pinned so that the text does not depend on the machine: the
 environment below (vector width, kernel threads, the forward/backward
-partition, the backend) is set before `lowering` is imported, and the
+partition, the backend, the table of numpy's IEEE flags at special inputs)
+is set before `lowering` is imported, and the
 baseline's header records it; a target that differs from the header anyway
 (the knobs were not applied) is a failure, not a pass.
 """
@@ -42,11 +43,14 @@ from pathlib import Path
 # not, so that a test session importing it keeps its own environment)
 # (the on-disk compile cache off: every program compiled here, none read back;
 # the cost table a copy of one shipped table, so that a calibration — the
-# user's or a new shipped one — changes no recorded kernel)
+# user's or a new shipped one — changes no recorded kernel; numpy's IEEE flags
+# at special inputs, which the kernels' flag checks are built from and which
+# depend on the CPU numpy runs on, a fixed table: lowering/codegen/numpy_fpe.py)
 COST_TABLE = Path(__file__).with_name("process_replay_cost_table.json")
+NUMPY_FPE = Path(__file__).with_name("process_replay_numpy_fpe.json")
 PINNED_ENV = {"LOWERING_VECTOR_BITS": "256", "LOWERING_THREADS": "4",
               "LOWERING_PARTITION": "min_cut", "LOWERING_BACKEND": "cpu", "LOWERING_CACHE": "0",
-              "LOWERING_COST_TABLE": str(COST_TABLE)}
+              "LOWERING_COST_TABLE": str(COST_TABLE), "LOWERING_NUMPY_FPE": str(NUMPY_FPE)}
 
 BASELINE = Path(__file__).with_name("process_replay_baseline.json")
 STAGES = ("kernel", "llvm")
@@ -105,12 +109,14 @@ def _check_branch(p: Program) -> None:
 
 def target() -> dict:
     """What the kernel level depends on besides the program."""
+    from lowering.codegen import numpy_fpe
     from lowering.config import config
     from runtime import cpu
 
     return {"vector_bits": cpu.vector_bits(), "threads": cpu.THREADS,
             "parallel_threshold": cpu.PARALLEL_THRESHOLD,
             "array_offsets": list(cpu.ARRAY_OFFSETS),  # numpy's ABI, read by the LLVM IR
+            "numpy_fpe": numpy_fpe.digest(),  # the flag checks' table
             "partition": config.partition, "backend": config.backend}
 
 

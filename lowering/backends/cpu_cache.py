@@ -5,7 +5,9 @@ An entry is addressed by what the program depends on: the segment's IR
 text, the backend, its inputs' layouts, the forward/backward partition, the
 pipeline's passes with their options, the compiler's own source and the
 versions of xdsl, llvmlite (and LLVM), numpy and Python, the target (CPU
-name and features, vector width). It holds the program's plan
+name and features, vector width) and numpy's IEEE flags at the special
+inputs where they depend on the CPU (`numpy_fpe.digest()`: the kernels'
+flag checks are built from them). It holds the program's plan
 (`cpu_backend.program_plan`: its steps as plain values, an extern numpy runs
 as the MLIR text of its op) and its lowering report as JSON, and the object
 code of every distinct kernel body, which the process links in
@@ -40,6 +42,7 @@ from dialects.context import context
 from passes import cost_model
 from runtime import cpu, disk_cache
 
+from ..codegen import numpy_fpe
 from . import cpu_backend as B
 
 FORMAT = 1  # of the entry's metadata
@@ -104,6 +107,9 @@ def environment() -> dict:
             "python": sys.version, "machine": platform.machine(), "triple": tm.triple,
             "cpu": llvm.get_host_cpu_name(), "features": llvm.get_host_cpu_features().flatten(),
             "array_offsets": list(cpu.ARRAY_OFFSETS),
+            # numpy's flags at special inputs on this CPU, which the kernels'
+            # flag checks are built from (another CPU's numpy: other kernels)
+            "numpy_fpe": numpy_fpe.digest(),
         }
     return {**_environment, "vector_bits": cpu.vector_bits()}
 

@@ -58,6 +58,7 @@ from dialects import loop as L
 from dialects import ufuncs as U
 from runtime.errors import MXCSR_IE, MXCSR_OE, MXCSR_UE, MXCSR_ZE
 
+from . import numpy_fpe
 from .llvm_ops import MATH_UFUNC, LLVMOps
 from .llvm_types import (
     FM,
@@ -169,15 +170,6 @@ def fp_flags_wrapper(module: ir.Module, body: ir.Function, name: str) -> ir.Func
     b.call(st, [p])
     b.ret(b.or_(b.and_(b.load(csr), const(I32, MXCSR_REPORTED)), own))
     return fn
-
-
-# (ufunc, LLVM element type) -> numpy raises underflow for 0 < |x| < bound
-# (measured: numpy 2 on x86-64, glibc 2.36; over-reporting where another
-# build does not only costs an eager re-run)
-_TINY_INPUT_UNDERFLOWS = {
-    ("sin", "float"): float.fromhex("0x1.3988e2p-62"), ("cos", "float"): float.fromhex("0x1.3988e2p-62"),
-    ("exp", "float"): float.fromhex("0x1.62e43p-127"), ("sin", "double"): 2.0 ** -1022,
-}
 
 
 def _element(ty: ir.Type) -> ir.Type:
@@ -584,21 +576,27 @@ class KernelCodegen:
         divide for a pole's infinity (log's 0, 0 to a negative power),
         overflow for another infinity out of finite inputs, underflow where
         exp/exp2/power give a tiny value, arctan2 one of y != 0, and for
-        the tiny inputs numpy's own loops flag (`_TINY_INPUT_UNDERFLOWS`). The common case (a finite,
-        normal result) is one test; the flags are worked out in a cold
-        block. The vector functions themselves are meant to raise no flag
-        numpy does not (they compute on harmless operands where an input is
-        special, and select the special results); what tests/codegen/
-        test_fpe.py still finds (underflow from tiny intermediates) is
-        over-reported and costs the caller an eager re-run."""
+        the tiny inputs numpy's own loops flag. Where numpy's flags depend on
+        the loop its SIMD dispatch picks on this CPU (SVML's, glibc's, its
+        own), they come from `numpy_fpe.table()`, numpy's behaviour probed
+        here: the tiny inputs that underflow, pow's divide for 0 ** -inf,
+        its overflow for a huge x ** +inf and its underflow for an exact tiny
+        power. The common case (a finite, normal result) is one test; the
+        flags are worked out in a cold block. The vector functions
+        themselves are meant to raise no flag numpy does not (they compute on
+        harmless operands where an input is special, and select the special
+        results); what tests/codegen/test_fpe.py still finds (underflow from
+        tiny intermediates) is over-reported and costs the caller an eager
+        re-run."""
         b, ty = self.b, r.type
         el = _element(ty)
         w = ty.count if isinstance(ty, ir.VectorType) else 1
+        fpe = numpy_fpe.table()
         underflows = name in ("exp", "exp2", "power", "arctan2")
-        # numpy's own loops raise underflow for these tiny inputs (its SIMD
-        # float32 sin/cos square x, glibc's sin and numpy's float32 exp flag a
-        # subnormal x): below the bound, by the element type
-        tiny_in = _TINY_INPUT_UNDERFLOWS.get((name, str(el)))
+        # numpy's own loops raise underflow for these tiny inputs (on AVX2,
+        # glibc flags a subnormal x of expm1, sinh, tan, ...; numpy's SIMD
+        # float32 sin/cos square x): below the bound, by the element type
+        tiny_in = fpe.tiny_input_underflows.get((name, str(el)))
 
         def fabs(v):
             return b.call(self.em.intrinsic("fabs", ty), [v])
@@ -625,15 +623,24 @@ class KernelCodegen:
         r_inf = b.and_(b.fcmp_ordered("==", ar, inf), all_finite)
         if name in ("log", "log2", "log10", "log1p", "arctanh"):
             self.raise_flags(r_inf, MXCSR_ZE)
-        elif name == "power":  # 0 to a negative power, -inf included, is a pole
+        elif name == "power":  # 0 to a negative power is a pole; to -inf, where numpy says so
             pole = b.fcmp_ordered("==", args[0], zero)
-            self.raise_flags(b.and_(b.fcmp_ordered("==", ar, inf), pole), MXCSR_ZE)
             self.raise_flags(b.and_(r_inf, b.not_(pole)), MXCSR_OE)
-            # glibc's pow(x, +inf) squares x: overflow once x * x does
-            sq_max = const(el, {"half": 2.0 ** 8, "float": 2.0 ** 64}.get(str(el), 2.0 ** 512), w)
-            ax = fabs(args[0])
-            squares = b.and_(b.fcmp_ordered(">=", ax, sq_max), b.fcmp_ordered("<", ax, inf))
-            self.raise_flags(b.and_(squares, b.fcmp_ordered("==", args[1], inf)), MXCSR_OE)
+            plus, minus = fpe.pow_pole_divides[str(el)]
+            if not (plus and minus):  # numpy raises no divide for (this) zero ** -inf
+                quiet = b.fcmp_ordered("==", args[1], const(el, -math.inf, w))
+                if plus or minus:  # only for the zero of the other sign
+                    neg = b.icmp_signed("<", b.bitcast(args[0], self.int_like(ty)),
+                                        const(self.int_like(el), 0, w))
+                    quiet = b.and_(quiet, neg if plus else b.not_(neg))
+                pole = b.and_(pole, b.not_(quiet))
+            self.raise_flags(b.and_(b.fcmp_ordered("==", ar, inf), pole), MXCSR_ZE)
+            over = fpe.pow_inf_overflows.get(str(el))
+            if over is not None:  # x ** +inf of a huge x (glibc once squared x)
+                ax = fabs(args[0])
+                huge = b.and_(b.fcmp_ordered(">=", ax, const(el, over, w)),
+                              b.fcmp_ordered("<", ax, inf))
+                self.raise_flags(b.and_(huge, b.fcmp_ordered("==", args[1], inf)), MXCSR_OE)
         else:
             self.raise_flags(r_inf, MXCSR_OE)
         if underflows:
@@ -643,11 +650,62 @@ class KernelCodegen:
                 small = b.and_(small, b.fcmp_ordered("!=", args[0], zero))
             if name == "power":  # 0 to a power is exact
                 small = b.and_(small, b.fcmp_ordered("!=", args[0], zero))
+                if not fpe.pow_exact_tiny_underflows[str(el)]:  # and so are these (glibc's powf)
+                    small = b.and_(small, b.not_(self.exact_powers(args[0], args[1])))
             self.raise_flags(small, MXCSR_UE)
         if tiny_in is not None:
             self.raise_flags(tiny_x, MXCSR_UE)
         b.branch(cont)
         b.position_at_end(cont)
+
+    @staticmethod
+    def int_like(ty: ir.Type) -> ir.Type:
+        """The integer type of a float (vector) type's bits."""
+        el = _element(ty)
+        it = ir.IntType({"half": 16, "float": 32}.get(str(el), 64))
+        return ir.VectorType(it, ty.count) if isinstance(ty, ir.VectorType) else it
+
+    def exact_powers(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Lanes where x ** y is exactly 2^(y k): |x| = 2^k (subnormal or
+        normal) and y k an integer (y finite). All integer ops on the bit
+        patterns: nothing here raises a flag whatever the lanes hold. y k is
+        an integer when y = 0, k = 0, or the lowest set bit of y (2^ly) and
+        the trailing zeros of k (tk) make ly + tk >= 0."""
+        b, ty = self.b, x.type
+        w = ty.count if isinstance(ty, ir.VectorType) else 1
+        mant, bias = {"half": (10, 15), "float": (23, 127)}.get(str(_element(ty)), (52, 1023))
+        ity = self.int_like(ty)
+        iel = _element(ity)
+        emax = (1 << (iel.width - 1 - mant)) - 1
+
+        def c(v):
+            return const(iel, v, w)
+
+        def cttz(v):
+            suffix = f"v{w}i{iel.width}" if w > 1 else f"i{iel.width}"
+            fname = f"llvm.cttz.{suffix}"
+            f = self.em.module.globals.get(fname) or ir.Function(
+                self.em.module, ir.FunctionType(ity, [ity, I1]), fname)
+            return b.call(f, [v, const(I1, 0)])  # (defined at 0: the width)
+
+        def fields(v):
+            bits = b.bitcast(v, ity)
+            return b.and_(b.lshr(bits, c(mant)), c(emax)), b.and_(bits, c((1 << mant) - 1))
+
+        ex, mx = fields(x)
+        ey, my = fields(y)
+        sub_x = b.icmp_signed("==", ex, c(0))
+        single = b.icmp_signed("==", b.and_(mx, b.sub(mx, c(1))), c(0))  # mx has <= 1 bit set
+        pow2 = b.select(sub_x, b.and_(single, b.icmp_signed("!=", mx, c(0))),
+                        b.and_(b.icmp_signed("==", mx, c(0)), b.icmp_signed("!=", ex, c(emax))))
+        k = b.select(sub_x, b.add(cttz(mx), c(1 - bias - mant)), b.sub(ex, c(bias)))
+        sub_y = b.icmp_signed("==", ey, c(0))
+        my = b.select(sub_y, my, b.or_(my, c(1 << mant)))
+        ly = b.add(b.sub(b.select(sub_y, c(1), ey), c(bias + mant)), cttz(my))
+        tk = cttz(b.select(b.icmp_signed("<", k, c(0)), b.sub(c(0), k), k))
+        integral = b.or_(b.or_(b.icmp_signed("==", my, c(0)), b.icmp_signed("==", k, c(0))),
+                         b.icmp_signed(">=", b.add(ly, tk), c(0)))
+        return b.and_(b.and_(pow2, b.icmp_signed("!=", ey, c(emax))), integral)
 
     def checked_index(self, op: L.IndexOp) -> ir.Value:
         """The index in [0, size) for a value in [-size, size) (one lane per

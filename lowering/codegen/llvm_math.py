@@ -949,10 +949,13 @@ def _power(e: _E, x, y):
     come from `KernelCodegen.math_flags`, worked out from the inputs and the
     result): it runs on operands made harmless first — |x| = 1 where x is
     0, inf or NaN; y = 0 where y is infinite, NaN, tiny (then the result
-    rounds to 1 anyway) or makes a negative x's result NaN; |y| <= 2^100
+    rounds to 1 anyway) or makes a negative x's result NaN, and where |x| =
+    2^k with y k an integer (the result is 2^(y k) then, exactly: no
+    rounding to raise underflow for an exact subnormal result); |y| <= 2^100
     (|y log|x|| past the exp clamp either way) — and the results of those
-    lanes are selected; y's parity is tested on |y| >= 1 only. What is left to the hardware is a finite
-    result's own overflow or underflow, which numpy raises too."""
+    lanes are selected; y's parity is read from its bits. What is left to
+    the hardware is a finite result's own overflow or underflow, which numpy
+    raises too."""
     k = _CONSTS[e.f.name]
     inf, one, zero = e.c(float("inf")), e.c(1.0), e.c(0.0)
     ax = e.fabs(x)
@@ -967,6 +970,15 @@ def _power(e: _E, x, y):
     ys = e.sel(e.and_(e.and_(y_fin, e.not_(invalid)), e.ge(ay, e.c(2.0**-70))), y, zero)
     big = e.c(2.0**100)
     ys = e.sel(e.gt(ys, big), big, e.sel(e.lt(ys, e.neg(big)), e.neg(big), ys))
+    # |x| = 2^k and y k an integer: |x|^y = 2^(y k) exactly, as glibc's pow
+    # gives it (for a subnormal 2^(y k), powf raises no underflow then: the
+    # rounding of e^(y log|x|) would); the pipeline below runs on y = 0 there
+    kx, mx = _split_exponent(e, axs)
+    q = e.mul(ys, kx)  # (|ys| >= 2^-70 or 0, |kx| <= 1100: no flag)
+    exact = e.and_(e.eq(mx, one), e.and_(e.eq(e.fma(ys, kx, e.neg(q)), zero), e.eq(e.rint(q), q)))
+    lim = e.c(float(2 * e.f.bias - 4))  # `scale`'s range; 2^lim is inf, 2^-lim is 0
+    q = e.sel(exact, e.max_(e.min_(q, lim), e.neg(lim)), zero)
+    ys = e.sel(exact, zero, ys)
     if e.result_prec < e.f.prec:
         kf, hi, lo = _log_parts(e, axs)
         lg, lg_lo = _log_combine(e, kf, hi, lo, k.ln2, None), zero
@@ -986,13 +998,23 @@ def _power(e: _E, x, y):
     one_r, one_r_lo = e.fast_two_sum(one, r)
     tail = e.fma(e.mul(r, r), e.poly(r, e.coeffs("exp_q")), e.add(r_lo, one_r_lo))
     res = e.scale(e.add(one_r, tail), e.to_int(n))
+    res = e.sel(exact, e.scale(one, e.to_int(q)), res)
     # x = 0, inf, or y = +-inf with |x| != 1: 0 or inf, by the sign of y log|x|
     saturated = e.or_(e.not_(regular), e.not_(y_fin))
     grows = e.b.icmp_unsigned("==", e.gt(ax, one), e.gt(y, zero))
     res = e.sel(saturated, e.sel(grows, inf, zero), res)
-    # signs and special cases
-    half = e.mul(e.sel(e.ge(ay, one), y, zero), e.c(0.5))  # |y| < 1 is not odd
-    y_odd = e.and_(y_int, e.not_(e.eq(e.rint(half), half)))
+    # signs and special cases. y is odd where it is an integer whose units bit
+    # (the bit at 2^0 of its mantissa, the implicit one included) is set, for
+    # 1 <= |y| < 2^(mant+1): integer ops, as no float op may take y itself
+    # (one on a select of y and a harmless value is moved past the select by
+    # LLVM, and a subnormal y * 0.5 raises underflow in every lane)
+    ey = e.iand(e.b.lshr(e.bits(y), e.ci(e.f.mant)), e.ci((1 << (e.f.bits - 1 - e.f.mant)) - 1))
+    units = e.isub(e.ci(e.f.bias + e.f.mant), ey)  # the units bit's place
+    in_range = e.and_(e.b.icmp_signed(">=", units, e.ci(0)),
+                      e.b.icmp_signed("<=", units, e.ci(e.f.mant)))
+    my = e.b.or_(e.iand(e.bits(y), e.ci((1 << e.f.mant) - 1)), e.ci(1 << e.f.mant))
+    bit = e.iand(e.b.lshr(my, e.sel(in_range, units, e.ci(0))), e.ci(1))
+    y_odd = e.and_(e.and_(y_int, in_range), e.b.icmp_signed("!=", bit, e.ci(0)))
     x_neg = e.b.icmp_signed("<", e.bits(x), e.ci(0))
     res = e.sel(e.and_(x_neg, y_odd), e.neg(res), res)
     nan = e.or_(e.or_(e.isnan(x), e.isnan(y)), invalid)
@@ -1271,7 +1293,11 @@ def _arctan2(e: _E, y, x):
     kq = e.sel(x_neg, e.sub(e.c(4.0), kq), kq)
     sgn = e.sel(x_neg, e.neg(sgn), sgn)
     res = e.copysign(_atan_eval(e, t, t_lo, kq, sgn), y)
-    return e.sel(e.or_(e.isnan(x), e.isnan(y)), e.add(x, y), res)
+    # a NaN in: x + y of the NaN operands only (inf - inf of the other lanes
+    # would raise invalid: the add runs in every lane)
+    xn, yn = e.isnan(x), e.isnan(y)
+    nan = e.add(e.sel(xn, x, zero), e.sel(yn, y, zero))
+    return e.sel(e.or_(xn, yn), nan, res)
 
 
 def _asin_parts(e: _E, a):
