@@ -395,6 +395,29 @@ def reshape_index(src: tuple[int, ...], dst: tuple[int, ...], idx: Index) -> Ind
     return tuple(out)
 
 
+def merged_source(v: SSAValue) -> SSAValue | None:
+    """The source of reshape v where every dim of v is a run of consecutive
+    source dims merged in row-major order (`x[:, c, i:i+h, j:j+w].reshape(-1)`,
+    an im2col row) and the source is not a buffer read as it lies: then v's
+    points are best visited in the source's order (`KernelEmitter._emit_over`)."""
+    op = v.owner
+    if not isinstance(op, A.ReshapeOp) or isinstance(op.input, BlockArgument):
+        return None
+    src, dst = op.input.type.get_shape(), v.type.get_shape()
+    if (symbols_of([src, dst]) or 0 in src
+            or sum(n != 1 for n in src) <= sum(n != 1 for n in dst)):
+        return None
+    k = 0
+    for n in dst:  # each dim of v: the product of a run of source dims
+        prod = 1
+        while prod < n and k < len(src):
+            prod *= src[k]
+            k += 1
+        if prod != n:
+            return None
+    return op.input if all(n == 1 for n in src[k:]) else None
+
+
 def is_prefix(idx: Index) -> int | None:
     """len(idx) if idx is exactly (d0, ..., d_{k-1}), else None."""
     for i, e in enumerate(idx):
@@ -983,6 +1006,10 @@ class KernelEmitter:
         n = len(shape)
         found: list = []
         self._collect(root, tuple(dim(i) for i in range(n)), found, set())
+        fine = None if found else merged_source(root)
+        if fine is not None:  # (its points in its source's order: no division)
+            self._emit_over(fine, shape)
+            return
         reductions = []
         p = None
         for v, idx in found:
@@ -1038,6 +1065,37 @@ class KernelEmitter:
     def _store(self, val: SSAValue, idx: Index) -> None:
         m = AffineMap(len(self.dims), 0, self.stored_at(idx))
         self.block.add_op(L.StoreOp(val, self.buf, self.dims, m))
+
+    def _emit_over(self, src: SSAValue, shape: tuple[int, ...]) -> None:
+        """The target, a reshape merging dims of `src` (`merged_source`),
+        computed over src's domain and stored at the merged index: loads
+        and stores both affine (over the target's own domain every load of
+        src would divide its flat index by src's dims)."""
+        fshape = src.type.get_shape()
+        n = len(fshape)
+        p = max(n - 1, 0)
+        self.lw.kernels += 1
+        self.k = L.KernelOp(f"k{self.lw.kernels}", [], fshape[:p])
+        self.p = p
+        self.kblock = self.k.body.block
+        self.kmemo, self.used_buffers, self.fused = {}, [], []
+        full = tuple(dim(i) for i in range(n))
+        if p == n:
+            self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+        else:
+            m = L.MapOp(fshape[p:])
+            self.kblock.add_op(m)
+            self.block = m.body.block
+            self.dims, self.memo = list(self.kblock.args) + list(self.block.args), {}
+        val = self.value_at(src, full)
+        self._store(val, reshape_index(shape, fshape, full))
+        if p < n:
+            self.block.add_op(L.YieldOp())
+        self.kblock.add_op(L.YieldOp())
+        if not self.fused:
+            self.fused.append(f"{describe(self.target.owner)} (copied)")
+        self.lw.kernel_ops.append((self.k.sym_name.data, self.fused))
+        self.lw.out.add_op(self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf]))))
 
     def stored_at(self, idx: Index) -> Index:
         return idx

@@ -94,6 +94,25 @@ def _size(t: MemRefType) -> int:
     return n
 
 
+def _touched(k: L.KernelOp, P, bufs) -> int:
+    """About how many elements a launch touches: its points (the parallel
+    dims times its largest loop nest), no more than its largest buffer. (A
+    kernel copying one row of a big array touches the row, not the array:
+    waking a second thread for it cost more than the copy.)"""
+    biggest = max([_size(b.type) for b in bufs] or [0], key=hint)
+    points = 1
+    for n in P:
+        points = points * n
+    inner = 1
+    for o in k.body.walk():
+        if isinstance(o, (L.MapOp, L.ReduceOp)):
+            n = 1
+            for e in A.ints(o.ranges):
+                n = n * e
+            inner = max(inner, n, key=hint)
+    return min(biggest, points * inner, key=hint)
+
+
 @dataclass(frozen=True)
 class Schedule(ModulePass):
     name = "schedule"
@@ -137,7 +156,7 @@ class Schedule(ModulePass):
             split, work = "map", A.ints(body[0].ranges)[0]
         else:
             split, work = "none", 1
-        touched = max([_size(b.type) for b in bufs] or [0], key=hint)
+        touched = _touched(k, P, bufs)
         if split == "none" or "accumulate" in k.attributes:
             threads = 1
         else:

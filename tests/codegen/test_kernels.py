@@ -12,7 +12,7 @@ import pytest
 from xdsl.parser import Parser
 
 import lowering
-from lowering.testing import TOLERANCES, assert_same_value
+from lowering.testing import TOLERANCES, assert_matches_numpy, assert_same_value
 from dialects import kernel as K
 from dialects import loop as L
 from lowering import dump
@@ -412,3 +412,52 @@ def test_a_long_chain_of_row_kernels_merges_in_bounded_runs_that_share_a_body():
     # reduction budget of the chain, as `programs()` adds budgets along paths)
     assert_same_value(f(x), chain(x), rtol=TOLERANCES.rtol(np.float64, "reduction", 40 * (64 + 3)))
     assert f.stats["kernel_bodies"] <= 2 and f.stats["eager_fallbacks"] == 0
+
+
+def im2col_rows(x):
+    """im2col: each row a strided 3-d window of x flattened into cols."""
+    n, c, h, w = x.shape
+    cols = np.empty((c * 4, n * (h - 1) * (w - 1)), x.dtype)
+    r = 0
+    for ci in range(c):
+        for i in range(2):
+            for j in range(2):
+                cols[r] = x[:, ci, i : i + h - 1, j : j + w - 1].reshape(-1)
+                r += 1
+    return cols
+
+
+def flat_of_computed(x):
+    return (np.exp(x[:, 1:, ::2]) * 2).reshape(-1), (x.T + 1).reshape(3, -1)
+
+
+@pytest.mark.parametrize("fn", [im2col_rows, flat_of_computed])
+def test_a_merging_reshape_runs_over_its_source_dims(fn):
+    """A value flattened from a strided window (or a computed value) is
+    computed over the window's own dims and stored at the merged index: no
+    division of a flat index in its loads; numpy's values."""
+    x = np.random.default_rng(2).standard_normal((3, 2, 7, 9)).astype(np.float32)
+    if fn is flat_of_computed:
+        x = x[0]
+    text = kernel_text(fn, "f32[" + ",".join(map(str, x.shape)) + "]")
+    assert "floordiv" not in text and " mod " not in text, text
+    assert_matches_numpy(fn, x, calls=2, compiled=lowering.compile(fn, backend="cpu"))
+
+
+def test_a_kernel_copying_a_row_of_a_big_array_stays_on_one_thread():
+    """Threads are decided by the elements a launch touches (its points),
+    not by the size of the buffers it reads from."""
+    def row_copy(x):
+        return x[3, 1:95, 2:96] * 2
+
+    text = kernel_text(row_copy, "f32[64,96,96]")  # (a 2.4 MB buffer, 35 KB touched)
+    assert "threads 1" in text and "threads 2" not in text
+
+
+def kernel_text(fn, spec: str) -> str:
+    """`python -m lowering.dump --stage kernel` of fn on inputs of `spec`."""
+    from lowering.dump import capture, parse_spec, print_lower_stages
+
+    out = io.StringIO()
+    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
+    return out.getvalue()
