@@ -244,7 +244,7 @@ class _FastBody:
             self.lines += ["    if fl:", "        check(fl)"]
 
     def alloc(self, k: int, st) -> None:
-        from runtime.memory import PAGE
+        from runtime.memory import pooled
 
         if st.static is not None:  # the program's own buffer
             self.ns[f"S{k}"] = st.static
@@ -252,7 +252,7 @@ class _FastBody:
             return
         d = self.ns[f"D{k}"] = np.dtype(st.dtype)
         nbytes = d.itemsize * int(np.prod(st.shape, dtype=np.int64))
-        alloc = "pool_empty" if nbytes >= PAGE else "empty"
+        alloc = "pool_empty" if pooled(nbytes) else "empty"
         self.lines.append(f"        v{st.slot} = {alloc}({tuple(st.shape)!r}, D{k})")
 
     def kernel(self, k: int, st) -> None:
@@ -416,7 +416,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     multi-threaded kernel or one that checks indices, a big BLAS product, an
     output converted to a Python scalar. (A numpy extern is called back.)"""
     from runtime import blas, errors, native
-    from runtime.memory import PAGE, POOL
+    from runtime.memory import POOL, pooled
 
     from .backends.cpu_backend import AllocStep, KernelStep
     from .codegen.entry import FLAG_VALUES, Alloc, Call, EntrySpec, Launch, arg_checks, entry_ir
@@ -441,7 +441,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
             if static is not None:  # the program's own buffer: handed back as it is
                 allocs.append(Alloc(slot, shape, id(d), None, id(static)))
                 continue
-            if d.itemsize * int(np.prod(shape, dtype=np.int64)) >= PAGE:
+            if pooled(d.itemsize * int(np.prod(shape, dtype=np.int64))):
                 call = (id(pool_empty), id(shape), id(d))
             allocs.append(Alloc(slot, shape, id(d), call))
         elif isinstance(st, KernelStep):

@@ -191,7 +191,7 @@ def test_scalar_outputs_stay_on_the_python_path():
 
 
 def test_pooled_output_and_a_temporary():
-    x = np.random.default_rng(3).standard_normal((32, 32), dtype=np.float32)  # 4 KiB: pooled
+    x = np.random.default_rng(3).standard_normal((512, 512), dtype=np.float32)  # 1 MiB: pooled
     g = lambda x: (x + 1).sum(axis=0) * x
     f = compiled(g, x)
     assert is_native(f)
@@ -321,12 +321,12 @@ def test_memory_plan_reuses_intermediate_buffers_within_a_call():
         return np.tanh(b) @ x
 
     rng = np.random.default_rng(0)
-    x = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+    x = (rng.standard_normal((512, 512)) / 16).astype(np.float32)  # (1 MiB: pooled)
     f = lowering.compile(chain, backend="cpu")
     np.testing.assert_allclose(f(x), chain(x), rtol=2e-4, atol=1e-3)
     POOL.clear()
     before = dict(POOL.stats)
-    y = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+    y = (rng.standard_normal((512, 512)) / 16).astype(np.float32)
     got = f(y)
     assert POOL.stats["allocs"] - before["allocs"] == 1  # the result only
     np.testing.assert_allclose(got, chain(y), rtol=2e-4, atol=1e-3)
@@ -351,17 +351,17 @@ def test_pool_returns_a_block_only_when_every_view_is_gone():
     from runtime.memory import Pool
 
     pool = Pool()
-    a = pool.empty((64, 1024), np.float32)
+    a = pool.empty((256, 1024), np.float32)  # (1 MiB: pooled)
     assert type(a) is np.ndarray and a.flags.c_contiguous and a.flags.writeable
     a[...] = 1.0
-    tail = a[32:]
+    tail = a[128:]
     del a
-    b = pool.empty((64, 1024), np.float32)  # the first block is still in use
+    b = pool.empty((256, 1024), np.float32)  # the first block is still in use
     assert not np.shares_memory(b, tail) and pool.stats["reused"] == 0
     b[...] = 2.0
     assert np.all(tail == 1.0)
     del tail
-    c = pool.empty((64, 1024), np.float32)  # now it is free again
+    c = pool.empty((256, 1024), np.float32)  # now it is free again
     assert pool.stats["reused"] == 1 and not np.shares_memory(c, b)
     del b, c
     assert not pool._live
