@@ -432,9 +432,9 @@ class Restart(Exception):
     given its own kernel at its place instead of a reduction's pass."""
 
     def __init__(self, value: SSAValue, reason: str, undefer: bool = False,
-                 not_in_place: Operation | None = None):
+                 not_in_place: tuple[Operation, ...] = ()):
         self.value, self.reason, self.undefer = value, reason, undefer
-        self.not_in_place = not_in_place  # a slice assignment to copy instead
+        self.not_in_place = not_in_place  # slice assignments to copy instead
 
 
 @dataclass
@@ -459,6 +459,7 @@ class Lowering:
         self.paths = [f"{describe(op)}: {path_choice(op).reason()}" for op in self.block.ops
                       if shape_class(op) is not None]
         self._columns_of_narrow_products()
+        self.order = {op: i for i, op in enumerate(self.block.ops)}
         self.uses = Counter()
         for op in self.block.ops:
             for v in op.operands:
@@ -512,7 +513,7 @@ class Lowering:
                     or o.owner is not self.block]
         mode = self.write_mode(op)
         if mode == "staged":  # the new part first, in a buffer of its own
-            return [op.dest, op.source, op.result]
+            return [op.dest, _under_reshapes(op.source, op.dest), op.result]
         if mode == "direct":
             return [op.dest, op.result]  # the source is computed in its kernel
         if mode == "copy":
@@ -576,8 +577,7 @@ class Lowering:
                     if r.undefer:
                         self.no_defer.add(r.value)
                         continue
-                    if r.not_in_place is not None:
-                        op = r.not_in_place
+                    for op in r.not_in_place:
                         self.not_in_place.add(op)
                         self._write_modes.pop(op, None)
                         self.realized.update([*op.operands, *op.results])
@@ -597,9 +597,11 @@ class Lowering:
         self.kernel_ops = []
         self.pending: set[SSAValue] = set()  # deferred: a later reduction's pass stores them
         self.carried: dict[SSAValue, KernelEmitter] = {}  # ... and the kernel that did
-        # a slice assignment's destination, once written in its own buffer ->
-        # the assignment: its old values are gone (`read`)
-        self.clobbered: dict[SSAValue, Operation] = {}
+        # a value whose buffer slice assignments wrote into since -> those
+        # assignments and their windows: its values there are gone (`read`)
+        self.clobbered: dict[SSAValue, list[tuple[Operation, tuple | None]]] = {}
+        self.sharing: dict[SSAValue, list[SSAValue]] = {}  # buffer -> the values it held
+        self.conflicts: dict[Operation, str] = {}  # assignments that wrote over a value read later
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
                 if self.pending:  # no reduction's pass took it: its own kernel, where it was
@@ -613,6 +615,9 @@ class Lowering:
                         self.pending.add(r)
                         continue
                     self._realize(op, r)
+        if self.conflicts:
+            ops = tuple(self.conflicts)
+            raise Restart(ops[0].result, "; ".join(self.conflicts.values()), not_in_place=ops)
         outs = [o.type for o in body.last_op.operands]
         f = func.FuncOp(self.func_op.sym_name.data, FunctionType.from_lists(in_types, outs), Region(body))
         if self.func_op.arg_attrs is not None:
@@ -671,7 +676,7 @@ class Lowering:
         generated code cannot do (float16: a numpy routine). Memoized; an
         assignment found to clobber a value read later (`read`) is copied."""
         if op not in self._write_modes:
-            mode = None if op in self.not_in_place else slice_write(op, self.uses)
+            mode = None if op in self.not_in_place else slice_write(op, self.uses, self.order)
             if mode is None and isinstance(op, A.InsertSliceOp) and not any(
                     _half(v) for v in (op.source, op.dest)) and (
                     op.source.type.element_type == op.dest.type.element_type):
@@ -685,11 +690,22 @@ class Lowering:
         every order kernels end up in — a value computed inline in a later
         consumer, a second write to the same destination), lowering starts
         over with that assignment done by a routine into a copy."""
-        op = self.clobbered.get(v)
-        if op is not None:
-            raise Restart(op.result, f"{describe(op)} is copied: {describe(v.owner)} is read "
-                                     "after it would have been written over", not_in_place=op)
+        for op, _ in self.clobbered.get(v, ()):
+            # (every such read of this attempt is found before it starts over)
+            self.conflicts.setdefault(op, f"{describe(op)} is copied: {describe(v.owner)} is "
+                                          "read after it would have been written over")
         return self.buffer[v]
+
+    def untouched(self, view: Operation) -> bool:
+        """A slice of a value whose buffer slice assignments wrote into since
+        (`clobbered`), apart from every window they wrote: its values are
+        still there (a Seidel sweep's next row, read after the row above
+        was written in place)."""
+        writes = self.clobbered.get(view.operands[0])
+        if not writes or not isinstance(view, A.SliceOp):
+            return False
+        box = _box(A.ints(view.start), A.ints(view.step), view.result.type.get_shape())
+        return box is not None and all(w is not None and _disjoint(box, w) for _, w in writes)
 
     def _realize(self, op: Operation, v: SSAValue) -> None:
         mode = self.write_mode(op)
@@ -701,9 +717,13 @@ class Lowering:
             return
         if mode is not None:
             if v not in self.buffer:
-                self.buffer[v] = self.read(op.dest)
-                InsertEmitter(self, v, self.buffer[v]).emit()
-                self.clobbered[op.dest] = op
+                buf = self.buffer[v] = self.read(op.dest)
+                InsertEmitter(self, v, buf).emit()
+                window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
+                held = self.sharing.setdefault(buf, [op.dest])
+                for u in held:
+                    self.clobbered.setdefault(u, []).append((op, window))
+                held.append(v)
             return
         if v in self.overwritten:  # never read: slice assignments cover it all first
             self._alloc(v)
@@ -765,7 +785,7 @@ def in_place(op: Operation, uses: Counter) -> bool:
             and op.source.type.element_type == op.dest.type.element_type)
 
 
-def slice_write(op: Operation, uses: Counter) -> str | None:
+def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> str | None:
     """How a slice assignment is written into its destination's own buffer
     instead of a copy of all of it (numpy's way: `x[w] = ...` writes into
     x): "direct" — `in_place`, or a destination otherwise read only by ops
@@ -777,8 +797,9 @@ def slice_write(op: Operation, uses: Counter) -> str | None:
     window overlaps it otherwise (`best[w:] = np.maximum(best[w:],
     best[:-w] + v)`, `x[0] = x.sum()`): the new part is computed into a
     buffer of its own first (reading the old values, as numpy's temporary
-    does), then copied into the window; None — a routine copies the
-    destination and writes the window into the copy."""
+    does), then copied into the window; None — neither (`order`: each op's
+    position in the block: a value made before the destination cannot read
+    it, so the walk of the new part stops there)."""
     if in_place(op, uses):
         return "direct"
     if (not isinstance(op, A.InsertSliceOp) or isinstance(op.dest, BlockArgument)
@@ -796,12 +817,14 @@ def slice_write(op: Operation, uses: Counter) -> str | None:
     mode = "direct"
     expr: set = set()
     stack, seen = [(op.source, True)], set()
+    made = order[dest.owner]
     while stack:
         v, pointwise = stack.pop()
         if v is dest:
             mode = "staged"
             continue
-        if (v, pointwise) in seen or isinstance(v, BlockArgument) or not generated(v.owner):
+        if ((v, pointwise) in seen or isinstance(v, BlockArgument)
+                or order[v.owner] < made or not generated(v.owner)):
             continue
         seen.add((v, pointwise))
         expr.add(v)
@@ -831,6 +854,16 @@ def slice_write(op: Operation, uses: Counter) -> str | None:
         elif user.parent_block() is not op.parent_block() or not user.is_before_in_block(op):
             return None
     return mode
+
+
+def _under_reshapes(v: SSAValue, dest: SSAValue) -> SSAValue:
+    """The computed value a staged assignment's new part reshapes (`x[i, 1:-1]
+    = row` stores `row` reshaped to (1, n)): that value gets the buffer, so a
+    later expression reading it (the next Seidel row reads this one) loads it
+    instead of computing it again from a destination written over since."""
+    while isinstance(v.owner, A.ReshapeOp) and v.owner.input is not dest:
+        v = v.owner.input
+    return v
 
 
 def _squeezed(shape) -> tuple:
@@ -1175,6 +1208,11 @@ class KernelEmitter:
             buf = lw.read(v)
             self.used_buffers.append(buf)
             return self._emit(L.LoadOp(buf, self.dims, AffineMap(len(self.dims), 0, idx)))
+        if isinstance(v.owner, A.SliceOp) and lw.untouched(v.owner):
+            buf = lw.buffer[v.owner.input]  # (written over elsewhere only)
+            self.used_buffers.append(buf)
+            at = through_view(v.owner, idx)
+            return self._emit(L.LoadOp(buf, self.dims, AffineMap(len(self.dims), 0, at)))
         return (yield from self._compute(v, idx))
 
     def _carry(self, v: SSAValue, idx: Index):
