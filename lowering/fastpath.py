@@ -397,6 +397,17 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     return fast
 
 
+def _item(a: np.ndarray):
+    """A 0-d result as numpy returns it: its scalar (`delta.max()`)."""
+    return a[()]
+
+
+def _item_as(convert: Callable) -> Callable:
+    """A 0-d result as `convert` of its scalar (a Python float the function
+    computed from Python floats)."""
+    return lambda a: convert(a[()])
+
+
 def _flagged(run: Callable, collector) -> Callable:
     """An extern's routine that returns the IEEE flags numpy saw in it."""
     def call(*arrs):
@@ -429,8 +440,11 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     keep: list = [pool_empty, *descrs]
     if guards.no_overlap or sorted(c.arg for c in checks) != list(range(n)):
         return None
-    if any(scalar for _, scalar in outs):
-        return None
+    converts: list[int] = []
+    for _, scalar in outs:  # (a 0-d result returned as a numpy or Python scalar)
+        conv = None if not scalar else _item if scalar is True else _item_as(scalar)
+        keep.append(conv)
+        converts.append(0 if conv is None else id(conv))
     allocs, launches = [], []
     for st in prog.steps:
         if isinstance(st, AllocStep):
@@ -446,13 +460,15 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
             allocs.append(Alloc(slot, shape, id(d), call))
         elif isinstance(st, KernelStep):
             fn, bufs, work, threads, index_checks = st.fn, st.bufs, st.work, st.threads, st.checks
-            if threads > 1 or index_checks is not None:  # (the Python entry raises)
+            if threads > 1:
                 return None
             if st.flops >= blas.SMALL_FLOPS:  # (a big product runs without the GIL: not here)
                 return None
             keep += [fn, st.scalars]
+            # (an index out of range: the entry hands the call to the Python
+            # fast call, which runs it again and raises numpy's IndexError)
             launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work,
-                                   st.scalars_address or 0))
+                                   st.scalars_address or 0, index_checks is not None))
         else:  # a numpy routine: called back, its flags returned as numpy detects them
             call = _flagged(st.run, prog.collector)
             keep.append(call)
@@ -469,7 +485,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
                      tuple(s for s, _ in outs), as_tuple, id(fast), id(errors.check),
                      tuple(id(i) for i in flag_ints),
                      (id(acquire), id(release)) if locking else (),
-                     tuple(id(k) for k in names))
+                     tuple(id(k) for k in names), tuple(converts))
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

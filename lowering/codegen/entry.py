@@ -102,6 +102,9 @@ class Launch:
     slots: tuple[int, ...]  # its buffers, in the kernel's order
     work: int
     scalars: int = 0  # the address of its launch's scalars (parameters), 0 for none
+    # it checks indices: its first scalar is a status word, zero when every
+    # index was in range (else the call goes to the fallback, which raises)
+    checked: bool = False
 
 
 @dataclass(frozen=True)
@@ -124,7 +127,7 @@ def launch_runs(launches) -> list[tuple[int, int]]:
     launches (with work to do, on buffers)."""
     runs, start = [], None
     for i, k in enumerate([*launches, None]):
-        if isinstance(k, Launch) and k.work > 0 and k.slots:
+        if isinstance(k, Launch) and k.work > 0 and k.slots and not k.checked:
             start = i if start is None else start
             continue
         if start is not None and i - start >= TABLE_MIN:
@@ -157,6 +160,9 @@ class EntrySpec:
     # the entry has METH_FASTCALL | METH_KEYWORDS's signature and a call
     # naming other objects (or none) misses
     kwnames: tuple[int, ...] = ()
+    # per output, a callable converting the 0-d array to what the function
+    # returns (`a[()]`: a numpy scalar, or a Python float), or 0 to return it
+    converts: tuple[int, ...] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -296,6 +302,7 @@ class EntryCodegen:
         b.ret(r)
 
         b.position_at_end(entry)
+        self.call_args = (args, nargs, kwnames)
         if spec.kwnames:  # the names, by identity (a call site's are interned)
             self.require(b.icmp_unsigned("!=", kwnames, ir.Constant(OBJ, None)), "kw")
             size = self.field(kwnames, TUPLE_SIZE, I64)
@@ -353,6 +360,14 @@ class EntryCodegen:
             if al.slot not in spec.outputs:
                 b.call(self.decref, [vals[al.slot]])
         outs = [vals[s] for s in spec.outputs]
+        for i, conv in enumerate(spec.converts):
+            if conv:  # a 0-d result returned as a scalar: conv(array), the array dropped
+                b.store(outs[i], cargs)
+                r = b.call(self.vectorcall, [address(conv), cargs, const(I64, 1),
+                                             ir.Constant(OBJ, None)])
+                self.or_fail(r, outs)
+                b.call(self.decref, [outs[i]])
+                outs[i] = r
         if not spec.as_tuple:
             b.ret(outs[0])
             return str(self.module)
@@ -383,9 +398,31 @@ class EntryCodegen:
             kernel = b.inttoptr(const(I64, k.fn), KERNEL.as_pointer(), name="kernel")
             scalars = (b.inttoptr(const(I64, k.scalars), I64.as_pointer()) if k.scalars
                        else ir.Constant(I64.as_pointer(), None))
+            if k.checked:
+                b.store(const(I64, 0), scalars)
             r = b.call(kernel, [const(I64, 0), const(I64, k.work), base, scalars])
             raised = b.or_(raised, r)
+            if k.checked:
+                self.to_fallback(b.icmp_unsigned("!=", b.load(scalars), const(I64, 0)), owned)
         return raised
+
+    def to_fallback(self, cond: ir.Value, owned: list[ir.Value]) -> None:
+        """Where cond holds (an index out of range): drop what the entry made,
+        release the lock, and return what the fallback (the Python fast
+        call) returns for the same arguments — it runs the call again and
+        raises numpy's error. Nothing reached the caller's arrays yet."""
+        b = self.b
+        bad = self.fn.append_basic_block("to.fallback")
+        ok = self.fn.append_basic_block("ok")
+        b.cbranch(cond, bad, ok).set_weights([1, 1000])
+        b.position_at_end(bad)
+        for o in owned:
+            b.call(self.decref, [o])
+        if self.locked:
+            self.call_lock(1)
+        args, nargs, kwnames = self.call_args
+        b.ret(b.call(self.vectorcall, [address(self.spec.fallback), args, nargs, kwnames]))
+        b.position_at_end(ok)
 
     def launch_table(self, launches, slot_arr, base, width: int, raised) -> ir.Value:
         """A run of kernel launches as a loop over a constant table (each

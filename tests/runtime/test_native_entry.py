@@ -184,10 +184,28 @@ def test_output_is_fresh_every_call():
     assert sys.getrefcount(r2) == 2  # ours alone (+ the argument)
 
 
-def test_scalar_outputs_stay_on_the_python_path():
-    f = compiled(lambda x: x.sum(), x16())
-    assert type(f._fast) is types.FunctionType
-    assert f(x16()) == x16().sum()
+def test_scalar_outputs_are_numpys_scalars_from_the_native_entry():
+    """A 0-d result numpy returns as a scalar (`x.sum()`, `x.max()` beside an
+    array) comes out of the native entry as that scalar: same type, same
+    value, no reference left behind."""
+    def f(x):
+        return x.sum(), x * 2, x.max()
+
+    x = x16()
+    cf = compiled(f, x)
+    assert is_native(cf)
+    before = sys.getrefcount(x)
+    for _ in range(3):
+        assert same_scalars(cf(x), f(x))
+    assert sys.getrefcount(x) == before
+    g = compiled(lambda x: x.sum(), x)
+    assert is_native(g) and same_scalars(g(x), x.sum())
+
+
+def same_scalars(a, b) -> bool:
+    if isinstance(a, tuple):
+        return type(b) is tuple and len(a) == len(b) and all(map(same_scalars, a, b))
+    return type(a) is type(b) and np.array_equal(a, b)
 
 
 def test_pooled_output_and_a_temporary():
@@ -208,11 +226,32 @@ def _rss() -> int:
         return 0
 
 
-@pytest.mark.parametrize("which", ["w6", "tuple", "temporary", "miss"])
+@pytest.mark.parametrize("which", ["w6", "tuple", "temporary", "miss", "scalar", "index"])
 def test_no_reference_or_memory_leak(which):
     x, y = x16(), x16()[::-1].copy()
     if which == "w6":
         f, args = compiled(axpb, x), (x,)
+    elif which == "scalar":
+        f, args = compiled(lambda x, y: (x.sum(), x * y), x, y), (x, y)
+    elif which == "index":  # a checked gather whose index is out of range: to the fallback
+        f = compiled(lambda x, i: x[i] * 2, x, np.array([1, 2]))
+        bad = np.array([1, 99])
+
+        def call(x, i):
+            try:
+                f(x, i)
+            except IndexError:
+                pass
+
+        assert is_native(f)
+        for _ in range(1000):
+            call(x, bad)
+        rss, rc = _rss(), sys.getrefcount(x)
+        for _ in range(20_000):
+            call(x, bad)
+        assert sys.getrefcount(x) == rc
+        assert _rss() - rss < 8 << 20
+        return
     elif which == "tuple":
         f, args = compiled(lambda x, y: (x + y, x * y), x, y), (x, y)
     elif which == "temporary":
@@ -537,3 +576,27 @@ def test_an_interrupted_lock_acquire_raises_and_holds_nothing(monkeypatch):
     assert state["held"] == 0
     state["fail"] = False
     assert same(f(x, y), sort_then_shift(x, y)) and state["held"] == 0
+
+
+def test_a_gather_runs_in_the_native_entry_and_raises_numpys_index_error():
+    """A kernel that checks indices (a gather by an index array) runs in the
+    native entry; an index out of range sends the call to the Python fast
+    call, which runs it again and raises numpy's IndexError — nothing is
+    left half done, and the next call is native again."""
+    def pick(x, idx):
+        return x[:, idx] * 2 + 1
+
+    x = np.random.default_rng(5).standard_normal((32, 16))
+    idx = np.array([1, 5, -3])
+    f = compiled(pick, x, idx)
+    assert is_native(f)
+    spec = f._fast.__self__.spec
+    assert any(getattr(k, "checked", False) for k in spec.launches)
+    assert same(f(x, idx), pick(x, idx))
+    for bad in ([1, 16, 3], [-17, 0, 0]):
+        with pytest.raises(IndexError) as got:
+            f(x, np.array(bad))
+        with pytest.raises(IndexError) as want:
+            pick(x, np.array(bad))
+        assert str(got.value) == str(want.value)
+    assert same(f(x, idx), pick(x, idx)) and is_native(f)
