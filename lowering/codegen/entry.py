@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from runtime.guards import ArrayCheck, Check
+from runtime.guards import ArrayCheck, Check, ValueCheck
 from runtime.native import (
     NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
@@ -63,13 +63,37 @@ class ArgCheck:
         return cls(check.index, id(descr), tuple(check.shape), layout, check.writeable)
 
 
-def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck, ...], list[np.dtype]] | None:
+@dataclass(frozen=True)
+class ValueArg:
+    """args[arg] is the int, bool or None the program was specialized on
+    (`ValueCheck`): the very object for None, a bool and the ints CPython
+    keeps one object of; else an exact int of that value."""
+
+    arg: int
+    value: int | None
+
+    @property
+    def singleton(self) -> bool:
+        return self.value is None or type(self.value) is bool or -5 <= self.value <= 256
+
+
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck | ValueArg, ...],
+                                              list[np.dtype]] | None:
     """The native forms of an entry's guards and the descrs they compare
-    against, or None where one has none: a check that is not an array
-    guard on an argument, or a dtype that is not its type's canonical descr
-    (byte-swapped, structured, flexible)."""
-    out, descrs = [], []
+    against, or None where one has none: a check that is neither an array
+    guard nor a specialized int, bool or None on an argument, or a dtype that
+    is not its type's canonical descr (byte-swapped, structured, flexible)."""
+    out: list = []
+    descrs = []
     for c in checks:
+        if (isinstance(c, ValueCheck) and c.where == "L" and (
+                c.value is None or type(c.value) is bool
+                or (type(c.value) is int and INT64[0] <= c.value <= INT64[1]))):
+            out.append(ValueArg(c.index, c.value))
+            continue
         if not isinstance(c, ArrayCheck) or c.where != "L":
             return None
         if not all(type(d) is int for d in c.shape):  # (a size symbol: any size of 2 or more)
@@ -191,6 +215,8 @@ class EntryCodegen:
         self.new_array = declare("PyArray_NewFromDescr", OBJ, OBJ, OBJ, I32, I64.as_pointer(),
                                  I64.as_pointer(), OBJ, I32, OBJ)
         self.as_long = declare("PyLong_AsLong", I64, OBJ)
+        self.as_long_overflow = declare("PyLong_AsLongLongAndOverflow", I64, OBJ,
+                                        I32.as_pointer())
         self.err_fetch = declare("PyErr_Fetch", ir.VoidType(), *[OBJ.as_pointer()] * 3)
         self.err_restore = declare("PyErr_Restore", ir.VoidType(), OBJ, OBJ, OBJ)
         params = [OBJ, OBJ.as_pointer(), I64] + ([OBJ] if spec.kwnames else [])
@@ -480,7 +506,21 @@ class EntryCodegen:
         b.branch(done)
         b.position_at_end(done)
 
-    def check(self, c: ArgCheck, obj: ir.Value) -> None:
+    def check_value(self, c: ValueArg, obj: ir.Value) -> None:
+        b = self.b
+        if c.singleton:  # (None, True, False and small ints are one object each)
+            self.require(b.icmp_unsigned("==", obj, address(id(c.value))), f"arg{c.arg}.is")
+            return
+        is_int = b.icmp_unsigned("==", self.field(obj, self.abi.ob_type, OBJ), address(id(int)))
+        self.require(is_int, f"arg{c.arg}.int")
+        overflow = b.alloca(I32)
+        v = b.call(self.as_long_overflow, [obj, overflow])  # (no exception: overflow is set)
+        self.require(self.all([b.icmp_signed("==", b.load(overflow), const(I32, 0)),
+                               b.icmp_signed("==", v, const(I64, c.value))]), f"arg{c.arg}.value")
+
+    def check(self, c: ArgCheck | ValueArg, obj: ir.Value) -> None:
+        if isinstance(c, ValueArg):
+            return self.check_value(c, obj)
         b, abi = self.b, self.abi
         is_array = b.icmp_unsigned("==", self.field(obj, abi.ob_type, OBJ), address(abi.array_type))
         self.require(is_array, f"arg{c.arg}.ndarray")

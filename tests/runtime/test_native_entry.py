@@ -600,3 +600,27 @@ def test_a_gather_runs_in_the_native_entry_and_raises_numpys_index_error():
             pick(x, np.array(bad))
         assert str(got.value) == str(want.value)
     assert same(f(x, idx), pick(x, idx)) and is_native(f)
+
+
+def test_specialized_ints_bools_and_none_are_checked_natively():
+    """An entry specialized on Python ints, bools and None (`ValueCheck`)
+    still gets its native entry: the very object for None, bools and small
+    ints, an exact int of that value otherwise; any other value misses to
+    the Python path and recompiles, never runs the wrong program."""
+    def f(x, n, flag, none, big):
+        y = x * n
+        if flag:
+            y = y + 1
+        if none is None:
+            y = y * 2
+        return y + (big % 1000)
+
+    x = np.arange(4.0)
+    cf = compiled(f, x, 3, True, None, 10**12)
+    assert is_native(cf)
+    calls = [(3, True, None, 10**12), (4, True, None, 10**12), (3, False, None, 10**12),
+             (3, True, None, 10**12 + 1), (3, 1, None, 10**12), (3, True, 0, 10**12),
+             (3, True, None, 2**70 + 5), (3, 3.0, None, 10**12), (3, True, None, 10**12)]
+    for args in calls:
+        assert same(cf(x, *args), f(x, *args)), args
+    assert cf.stats["compiles"] == 1 + len(calls) - 2  # (the first and the last hit)
