@@ -481,11 +481,13 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     keep += [errors.check, flag_ints]
     names = [sys.intern(k) for k in kwnames]  # (a call site's names are interned: by identity)
     keep += names
+    f64 = np.dtype(np.float64)
+    keep.append(f64)
     spec = EntrySpec(name, nargs, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
                      tuple(s for s, _ in outs), as_tuple, id(fast), id(errors.check),
                      tuple(id(i) for i in flag_ints),
                      (id(acquire), id(release)) if locking else (),
-                     tuple(id(k) for k in names), tuple(converts))
+                     tuple(id(k) for k in names), tuple(converts), id(f64))
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from runtime.guards import ArrayCheck, Check, ValueCheck
+from runtime.guards import ArrayCheck, Check, TypeCheck, ValueCheck
 from runtime.native import (
     NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
@@ -77,6 +77,14 @@ class ValueArg:
         return self.value is None or type(self.value) is bool or -5 <= self.value <= 256
 
 
+@dataclass(frozen=True)
+class FloatArg:
+    """args[arg] is an exact Python float: a 0-d float64 input of the
+    program (`TypeCheck` of role "float"), made by the entry (`EntrySpec.f64`)."""
+
+    arg: int
+
+
 INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
@@ -89,6 +97,9 @@ def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck | ValueArg, ...],
     out: list = []
     descrs = []
     for c in checks:
+        if isinstance(c, TypeCheck) and c.where == "L" and c.role == "float":
+            out.append(FloatArg(c.index))
+            continue
         if (isinstance(c, ValueCheck) and c.where == "L" and (
                 c.value is None or type(c.value) is bool
                 or (type(c.value) is int and INT64[0] <= c.value <= INT64[1]))):
@@ -187,6 +198,7 @@ class EntrySpec:
     # per output, a callable converting the 0-d array to what the function
     # returns (`a[()]`: a numpy scalar, or a Python float), or 0 to return it
     converts: tuple[int, ...] = ()
+    f64: int = 0  # float64's descr, for the 0-d inputs of float arguments (`FloatArg`)
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -215,6 +227,7 @@ class EntryCodegen:
         self.new_array = declare("PyArray_NewFromDescr", OBJ, OBJ, OBJ, I32, I64.as_pointer(),
                                  I64.as_pointer(), OBJ, I32, OBJ)
         self.as_long = declare("PyLong_AsLong", I64, OBJ)
+        self.as_double = declare("PyFloat_AsDouble", ir.DoubleType(), OBJ)
         self.as_long_overflow = declare("PyLong_AsLongLongAndOverflow", I64, OBJ,
                                         I32.as_pointer())
         self.err_fetch = declare("PyErr_Fetch", ir.VoidType(), *[OBJ.as_pointer()] * 3)
@@ -349,10 +362,23 @@ class EntryCodegen:
         vals: dict[int, ir.Value] = {i: argv[a] for i, a in enumerate(spec.inputs)}
         owned: list[ir.Value] = []
         self.owned, self._fails = owned, {}
-        self.owned_arr = b.alloca(ir.ArrayType(OBJ, max(len(spec.allocs), 1)), name="owned")
+        floats = [(i, a) for i, a in enumerate(spec.inputs)
+                  if any(isinstance(c, FloatArg) and c.arg == a for c in spec.checks)]
+        self.owned_arr = b.alloca(ir.ArrayType(OBJ, max(len(spec.allocs) + len(floats), 1)),
+                                  name="owned")
         if spec.lock:
             self.call_lock(0)
             self.locked = True
+        made = []  # the 0-d inputs of float arguments
+        for i, a in floats:
+            v = self.alloc(Alloc(-1, (), spec.f64))
+            self.or_fail(v, owned)
+            data = b.bitcast(self.field(v, self.abi.data, OBJ), ir.DoubleType().as_pointer())
+            b.store(b.call(self.as_double, [argv[a]]), data)  # (an exact float: cannot fail)
+            vals[i] = v
+            b.store(v, b.gep(self.owned_arr, [const(I64, 0), const(I64, len(owned))]))
+            owned.append(v)
+            made.append(v)
         for al in spec.allocs:
             v = self.alloc(al)
             self.or_fail(v, owned)
@@ -385,6 +411,8 @@ class EntryCodegen:
         for al in spec.allocs:
             if al.slot not in spec.outputs:
                 b.call(self.decref, [vals[al.slot]])
+        for v in made:
+            b.call(self.decref, [v])
         outs = [vals[s] for s in spec.outputs]
         for i, conv in enumerate(spec.converts):
             if conv:  # a 0-d result returned as a scalar: conv(array), the array dropped
@@ -518,9 +546,14 @@ class EntryCodegen:
         self.require(self.all([b.icmp_signed("==", b.load(overflow), const(I32, 0)),
                                b.icmp_signed("==", v, const(I64, c.value))]), f"arg{c.arg}.value")
 
-    def check(self, c: ArgCheck | ValueArg, obj: ir.Value) -> None:
+    def check(self, c: ArgCheck | ValueArg | FloatArg, obj: ir.Value) -> None:
         if isinstance(c, ValueArg):
             return self.check_value(c, obj)
+        if isinstance(c, FloatArg):
+            b = self.b
+            is_float = b.icmp_unsigned("==", self.field(obj, self.abi.ob_type, OBJ),
+                                       address(id(float)))
+            return self.require(is_float, f"arg{c.arg}.float")
         b, abi = self.b, self.abi
         is_array = b.icmp_unsigned("==", self.field(obj, abi.ob_type, OBJ), address(abi.array_type))
         self.require(is_array, f"arg{c.arg}.ndarray")

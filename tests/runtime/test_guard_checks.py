@@ -172,8 +172,14 @@ def test_native_arg_checks_are_derived_from_the_array_checks():
 
 def test_checks_without_a_native_form_give_no_arg_checks():
     x = np.ones(3, np.float32)
-    assert arg_checks([array_check(x), TypeCheck("L", 1, "s", float, "float")]) is None
+    assert arg_checks([array_check(x), TypeCheck("L", 1, "s", np.float32, "scalar")]) is None
+    assert arg_checks([array_check(x), ValueCheck("L", 1, "s", 2**70)]) is None  # (past int64)
+    assert arg_checks([array_check(x), ValueCheck("L", 1, "s", "a str")]) is None
     assert arg_checks([array_check(x, where="G")]) is None
+    # a Python float (a 0-d input) and a specialized int have native forms
+    (_, f, v), _ = arg_checks([array_check(x), TypeCheck("L", 1, "s", float, "float"),
+                               ValueCheck("L", 2, "n", 3)])
+    assert (type(f).__name__, f.arg, type(v).__name__, v.value) == ("FloatArg", 1, "ValueArg", 3)
     swapped = x.astype(np.dtype(np.float32).newbyteorder())
     assert arg_checks([array_check(swapped)]) is None
     (strided,), _ = arg_checks([array_check(np.ones((3, 8))[:, ::2])])

@@ -226,13 +226,16 @@ def _rss() -> int:
         return 0
 
 
-@pytest.mark.parametrize("which", ["w6", "tuple", "temporary", "miss", "scalar", "index"])
+@pytest.mark.parametrize("which", ["w6", "tuple", "temporary", "miss", "scalar", "index",
+                                   "float"])
 def test_no_reference_or_memory_leak(which):
     x, y = x16(), x16()[::-1].copy()
     if which == "w6":
         f, args = compiled(axpb, x), (x,)
     elif which == "scalar":
         f, args = compiled(lambda x, y: (x.sum(), x * y), x, y), (x, y)
+    elif which == "float":  # a Python float: a 0-d input the entry makes and drops
+        f, args = compiled(lambda x, s: x * s + 1, x, 2.5), (x, 2.5)
     elif which == "index":  # a checked gather whose index is out of range: to the fallback
         f = compiled(lambda x, i: x[i] * 2, x, np.array([1, 2]))
         bad = np.array([1, 99])
@@ -624,3 +627,22 @@ def test_specialized_ints_bools_and_none_are_checked_natively():
     for args in calls:
         assert same(cf(x, *args), f(x, *args)), args
     assert cf.stats["compiles"] == 1 + len(calls) - 2  # (the first and the last hit)
+
+
+def test_python_float_arguments_are_0d_inputs_made_by_the_native_entry():
+    """A Python float argument (a 0-d float64 input of the program) keeps the
+    native entry: any float value runs the same program, bit for bit as
+    numpy (-0.0, NaN, huge); an int there misses to the Python path."""
+    def f(x, s, t):
+        return x * s + t
+
+    x = np.arange(16.0)
+    cf = compiled(f, x, 1.5, 2.0)
+    assert is_native(cf)
+    with np.errstate(all="ignore"):
+        for s, t in [(1.5, 2.0), (-0.0, 3.25), (float("nan"), 1.0), (1e308, 1e308)]:
+            got, want = cf(x, s, t), f(x, s, t)
+            assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+            assert np.array_equal(np.signbit(got), np.signbit(want))
+    assert cf.stats["compiles"] == 1
+    assert same(cf(x, 2, 1.0), f(x, 2, 1.0)) and cf.stats["compiles"] == 2
