@@ -41,6 +41,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, math, memref
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    ComplexType,
     DictionaryAttr,
     FunctionType,
     IntegerType,
@@ -728,6 +729,16 @@ class Lowering:
         if v in self.overwritten:  # never read: slice assignments cover it all first
             self._alloc(v)
             return
+        if concat_in_kernels(op):
+            if v not in self.buffer:
+                buf = self._alloc(v)
+                offset = 0
+                for i, piece in enumerate(op.inputs):
+                    n = piece.type.get_shape()[op.axis.value.data]
+                    if n and 0 not in piece.type.get_shape():
+                        ConcatEmitter(self, v, buf, i, offset).emit()
+                    offset += n
+            return
         if not generated(op):
             if all(r in self.buffer for r in op.results):
                 return  # one extern makes all of a routine's results
@@ -1312,6 +1323,36 @@ class KernelEmitter:
         from xdsl.dialects.builtin import AffineMapAttr
 
         return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
+
+
+def concat_in_kernels(op: Operation) -> bool:
+    """A concatenation of static shapes in a type kernels compute (not
+    float16, not complex) is one kernel per piece writing it at its offset
+    (`np.roll`, `np.concatenate`, `np.stack`: each piece's expression fused
+    in, views read where they lie), not a numpy routine."""
+    return (isinstance(op, A.ConcatOp) and not _half(op.result)
+            and not isinstance(op.result.type.element_type, ComplexType)
+            and not symbols_of([o.type for o in (*op.inputs, op.result)]))
+
+
+class ConcatEmitter(KernelEmitter):
+    """Piece i of a concatenation (`concat_in_kernels`), stored `offset`
+    along the axis."""
+
+    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue, i: int, offset: int):
+        super().__init__(lw, root, buf)
+        op = root.owner
+        self.target = op.inputs[i]
+        self.axis, self.offset = op.axis.value.data, offset
+
+    def stored_at(self, idx: Index) -> Index:
+        return tuple(e + self.offset if d == self.axis and self.offset else e
+                     for d, e in enumerate(idx))
+
+    def emit(self) -> None:
+        super().emit()
+        _, fused = self.lw.kernel_ops[-1]
+        fused.append(describe(self.root.owner))
 
 
 class CopyEmitter(KernelEmitter):

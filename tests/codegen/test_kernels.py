@@ -461,3 +461,29 @@ def kernel_text(fn, spec: str) -> str:
     out = io.StringIO()
     print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
     return out.getvalue()
+
+
+def rolls_and_stacks(a, b):
+    return (np.roll(a, -1, axis=1) - a, np.concatenate([a * 2, b[::-1], a[:0]], axis=0),
+            np.stack([a[0], b[1]], axis=1) + 1, np.hstack([a, b.astype(np.float32)]))
+
+
+def test_concatenations_are_kernels_per_piece():
+    """np.roll, concatenate, stack and hstack: one kernel per piece writing
+    it at its offset (its expression fused, views read where they lie), no
+    numpy routine; float16 and complex pieces stay numpy's."""
+    g = np.random.default_rng(3)
+    a, b = g.standard_normal((4, 6)), g.standard_normal((4, 6))
+    cf = lowering.compile(rolls_and_stacks, backend="cpu")
+    assert_matches_numpy(rolls_and_stacks, a, b, calls=2, compiled=cf)
+    names = [n for graph in lowering.explain(cf)(a, b).kernels for n, _ in graph]
+    assert not any(n.startswith("extern") for n in names), names
+
+    def half_and_complex(a, z):
+        return np.concatenate([a, a + 1]), np.concatenate([z, z * 2])
+
+    a16, z = a.astype(np.float16), a + 1j * b
+    ch = lowering.compile(half_and_complex, backend="cpu")
+    assert_matches_numpy(half_and_complex, a16, z, calls=2, compiled=ch)
+    names = [n for graph in lowering.explain(ch)(a16, z).kernels for n, _ in graph]
+    assert "extern numpy:array.concat" in names and not any(n.startswith("k") for n in names), names
