@@ -170,19 +170,21 @@ def _plain(trace, prog, treedef, n: int, n_globals: int) -> bool:
 
 
 def _outputs(plan, prog) -> list | None:
-    """(slot, scalar conversion) per result, or None unless every result is
-    a distinct buffer the program allocates (returned as it is)."""
+    """(slot, conversion) per result — None, or a callable making the result
+    of the buffer (a view of it: `out.reshape(...).transpose(...)`; a 0-d
+    array returned as its scalar) —, or None unless every result is a
+    distinct buffer the program allocates."""
     from .backends.cpu_backend import AllocStep
 
     alloc_slots = {st.slot for st in prog.steps if isinstance(st, AllocStep)}
     outs = []
     for leaf in plan.leaves:
-        if leaf[0] != "out" or leaf[2]:
+        if leaf[0] != "out":
             return None
         slot = prog.outputs[leaf[1]]
         if slot not in alloc_slots:
             return None
-        outs.append((slot, leaf[3]))
+        outs.append((slot, _conversion(leaf[2], leaf[3])))
     if len({s for s, _ in outs}) != len(outs) or len(prog.outputs) != len(set(prog.outputs)):
         return None
     return outs
@@ -292,15 +294,13 @@ class _FastBody:
         self.fl = "fl |="
 
     def result(self, outs: list, treedef) -> str | None:
-        """The return statement: one output, or a flat tuple of them (a 0-d
-        output converted to its scalar); None for another structure."""
+        """The return statement: one output, or a flat tuple of them (each
+        made of its buffer by its conversion); None for another structure."""
         res = []
-        for slot, scalar in outs:
-            if scalar is True:
-                res.append(f"v{slot}[()]")
-            elif scalar:
-                self.ns[f"Y{slot}"] = scalar
-                res.append(f"Y{slot}(v{slot}[()])")
+        for slot, conv in outs:
+            if conv is not None:
+                self.ns[f"Y{slot}"] = conv
+                res.append(f"Y{slot}(v{slot})")
             else:
                 res.append(f"v{slot}")
         if treedef is None:
@@ -397,15 +397,20 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     return fast
 
 
-def _item(a: np.ndarray):
-    """A 0-d result as numpy returns it: its scalar (`delta.max()`)."""
-    return a[()]
+def _conversion(steps: tuple, scalar) -> Callable | None:
+    """The result made of its buffer as `apply_plan` makes it: the view
+    steps applied, then a 0-d array as its scalar (True: numpy's scalar;
+    a type: a Python scalar of it, a float the function computed from
+    Python floats). None: the buffer itself."""
+    if not steps and not scalar:
+        return None
+    from .capture.views import np_apply_all
 
-
-def _item_as(convert: Callable) -> Callable:
-    """A 0-d result as `convert` of its scalar (a Python float the function
-    computed from Python floats)."""
-    return lambda a: convert(a[()])
+    if not scalar:
+        return lambda a: np_apply_all(steps, a)
+    if scalar is True:
+        return lambda a: np_apply_all(steps, a)[()]
+    return lambda a: scalar(np_apply_all(steps, a)[()])
 
 
 def _flagged(run: Callable, collector) -> Callable:
@@ -423,9 +428,10 @@ def _flagged(run: Callable, collector) -> Callable:
 def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
                   nargs: int, kwnames: tuple[str, ...]) -> Callable | None:
     """The native builtin for this entry, or None where it does not apply:
-    an argument that is not an exact ndarray of a canonical dtype, a
-    multi-threaded kernel or one that checks indices, a big BLAS product, an
-    output converted to a Python scalar. (A numpy extern is called back.)"""
+    an argument that is neither an exact ndarray of a canonical dtype nor a
+    Python float or specialized int, bool or None, a multi-threaded kernel,
+    a big BLAS product. (A numpy extern, an output's conversion — a view, a
+    scalar — are called back; an index out of range goes to the fast call.)"""
     from runtime import blas, errors, native
     from runtime.memory import POOL, pooled
 
@@ -441,8 +447,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     if guards.no_overlap or sorted(c.arg for c in checks) != list(range(n)):
         return None
     converts: list[int] = []
-    for _, scalar in outs:  # (a 0-d result returned as a numpy or Python scalar)
-        conv = None if not scalar else _item if scalar is True else _item_as(scalar)
+    for _, conv in outs:  # (a view of a buffer, a 0-d result returned as a scalar)
         keep.append(conv)
         converts.append(0 if conv is None else id(conv))
     allocs, launches = [], []

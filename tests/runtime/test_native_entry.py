@@ -646,3 +646,24 @@ def test_python_float_arguments_are_0d_inputs_made_by_the_native_entry():
             assert np.array_equal(np.signbit(got), np.signbit(want))
     assert cf.stats["compiles"] == 1
     assert same(cf(x, 2, 1.0), f(x, 2, 1.0)) and cf.stats["compiles"] == 2
+
+
+def test_a_view_of_a_result_is_made_by_the_native_entry():
+    """A function returning a view of what it computed (`out.reshape(...)
+    .transpose(...)`, a slice) keeps the native entry: the view is made of
+    the program's buffer as numpy would have it (same shape, strides and
+    values), and the buffer lives as long as the view."""
+    def f(x):
+        out = (x * 2 + 1).reshape(3, 2, 4)
+        return out.transpose(1, 0, 2), (x - 1)[::2, 1:]
+
+    x = np.arange(24.0).reshape(6, 4)
+    cf = compiled(f, x)
+    assert is_native(cf)
+    got, want = cf(x), f(x)
+    for g, w in zip(got, want):
+        assert same(g, w) and g.strides == w.strides
+    a = cf(x)[0]
+    import gc
+    gc.collect()
+    assert same(a, f(x)[0])
