@@ -417,8 +417,9 @@ class CompiledFunction:
         self.entries.append(entry)
         # (an entry for many sizes takes the fast call over from one for a few)
         if ((self._fast is None or symbols is not None) and not trace.breaks
-                and entry.fetch is None and not plan.writes):
-            fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog, 0)
+                and not plan.writes):
+            fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog,
+                                  plan.paths, gvals)
             if fast is not None:  # (one for keywords or nested arguments takes them)
                 self._fast, self._fast_kw = fast, not flat_positional(treedef, len(leaves))
         sources = list(leaves) + gvals

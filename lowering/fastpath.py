@@ -118,10 +118,14 @@ def render(treedef: Any, values: list[str], ns: dict[str, Any]) -> str | None:
     return build(treedef)
 
 
-def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -> Callable | None:
+def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
+                   gvals=()) -> Callable | None:
     """The entry's cached call as one generated function (or, where it
     applies, a native builtin in front of it); None where the entry is not
-    plain enough: see the module's docstring."""
+    plain enough: see the module's docstring. `paths`: the Python state the
+    entry reads (a helper function of the module, an attribute), evaluated
+    in the call as the entry's `fetch` evaluates them (`gvals`: their values
+    when traced)."""
     from runtime import native
 
     from .backends.cpu_dynamic import DynamicProgram
@@ -129,22 +133,22 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, n_globals: int) -
     n = len(leaves)
     plan = trace.plan
     if isinstance(prog, DynamicProgram):
-        if (not _plain(trace, prog, treedef, n, n_globals) or not flat_positional(treedef, n)
+        if (not _plain(trace, prog, treedef, n, len(paths)) or not flat_positional(treedef, n)
                 or any(c.where != "L" for c in guards.checks)):
             return None
         return _dynamic_fast_call(guards, leaves, trace, prog, n)
-    if not _plain(trace, prog, treedef, n, n_globals) or any(c.where != "L" for c in guards.checks):
+    if not _plain(trace, prog, treedef, n, 0):
         return None
     seg = trace.segments[0]
     outs = _outputs(plan, prog)
     body = _FastBody(prog)
-    if outs is None or not body.bind(seg.bindings, leaves):
+    if outs is None or not body.bind(seg.bindings, list(leaves) + list(gvals), n):
         return None
     ret = body.result(outs, plan.treedef)
     if ret is None:
         return None
     body.run_steps()
-    fast = body.compile(guards, n, ret, treedef)
+    fast = body.compile(guards, n, ret, treedef, paths)
     if fast is None:
         return None
     flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
@@ -211,20 +215,21 @@ class _FastBody:
         # the IEEE exceptions raised (MXCSR bits): assigned, then or-ed
         self.fl = "fl ="
 
-    def bind(self, bindings, leaves: list) -> bool:
-        """The program's inputs from the arguments (a float as a 0-d
-        float64, a numpy scalar as a 0-d array); False where an input is not
-        an argument."""
+    def bind(self, bindings, sources: list, n: int) -> bool:
+        """The program's inputs from the arguments and the state read (`G`,
+        sources from n on): a float as a 0-d float64, a numpy scalar as a
+        0-d array; False where an input is neither (a random draw)."""
         for i, b in enumerate(bindings):
             if not isinstance(b, int):
                 return False
-            x = leaves[b]
+            x = sources[b]
+            src = f"L[{b}]" if b < n else f"G[{b - n}]"
             if isinstance(x, float):
-                self.lines.append(f"    v{i} = asarray(L[{b}], f64)")
+                self.lines.append(f"    v{i} = asarray({src}, f64)")
             elif isinstance(x, np.generic):
-                self.lines.append(f"    v{i} = asarray(L[{b}])")
+                self.lines.append(f"    v{i} = asarray({src})")
             else:
-                self.lines.append(f"    v{i} = L[{b}]")
+                self.lines.append(f"    v{i} = {src}")
         return True
 
     def run_steps(self) -> None:
@@ -314,17 +319,26 @@ class _FastBody:
         exec(compile(src, "<lowering fast body>", "exec"), self.ns)
         return self.ns["body"]
 
-    def compile(self, guards, n: int, ret: str, treedef: Any) -> Callable | None:
+    def compile(self, guards, n: int, ret: str, treedef: Any, paths=()) -> Callable | None:
         """`def fast(*L)`: the entry's guards inlined (flat positional
         arguments: the structure check is the argument count; no mutation:
         no overlap check), a miss returning MISS, then the body. Other
         structures (`access`): `def fast(*A, **K)`, the structure checked,
-        the leaves read into L, then the same. None where it reads none."""
+        the leaves read into L, then the same. The state the entry reads
+        (`paths`) is read into G first, as its `fetch` reads it (a path gone:
+        a miss). None where it reads none."""
         from runtime.guards import render_checks
 
+        state = []
+        if paths:
+            values = ", ".join(p.expr(self.ns) for p in paths)
+            state = ["    try:", f"        G = [{values}]", "    except Exception:",
+                     "        return MISS"]
         if flat_positional(treedef, n):
-            conds = [f"len(L) == {n}"] + render_checks(guards.checks, self.ns)
-            head = ["def fast(*L):", "    if not (" + " and ".join(conds) + "):", "        return MISS"]
+            conds = render_checks(guards.checks, self.ns)
+            head = (["def fast(*L):", f"    if len(L) != {n}:", "        return MISS"]
+                    + (["    R = (L, {})"] if paths else []) + state
+                    + ["    if not (" + " and ".join(conds or ["True"]) + "):", "        return MISS"])
         else:  # keywords, nested arguments: their structure first, then the leaves' guards
             read = access(treedef)
             if read is None:
@@ -333,8 +347,9 @@ class _FastBody:
             self.ns.update(names)
             conds = render_checks(guards.checks, self.ns)
             head = ["def fast(*A, **K):", "    if not (" + " and ".join(shape) + "):",
-                    "        return MISS", "    L = (" + "".join(f"{e}, " for e in exprs) + ")",
-                    "    if not (" + " and ".join(conds or ["True"]) + "):", "        return MISS"]
+                    "        return MISS", "    L = (" + "".join(f"{e}, " for e in exprs) + ")"]
+            head += (["    R = (A, K)"] if paths else []) + state + [
+                "    if not (" + " and ".join(conds or ["True"]) + "):", "        return MISS"]
         src = "\n".join(head + self.lines + [ret]) + "\n"
         exec(compile(src, "<lowering fast call>", "exec"), self.ns)
         fast = self.ns["fast"]
@@ -367,7 +382,7 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
 
     def make(key: tuple) -> Callable:
         body = _FastBody(prog.program_for(key))
-        body.bind(seg.bindings, leaves)
+        body.bind(seg.bindings, leaves, len(leaves))
         ret = body.result(outs, plan.treedef)
         body.run_steps()
         fn = body.compile_body(ret)
