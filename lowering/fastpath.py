@@ -459,7 +459,7 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
         return None
     checks, descrs = derived
     keep: list = [pool_empty, *descrs]
-    if guards.no_overlap or sorted(c.arg for c in checks) != list(range(n)):
+    if guards.no_overlap or sorted({c.arg for c in checks}) != list(range(n)):
         return None
     converts: list[int] = []
     for _, conv in outs:  # (a view of a buffer, a 0-d result returned as a scalar)

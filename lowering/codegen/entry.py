@@ -19,12 +19,13 @@ symbols declared here and turns the compiled address into a builtin."""
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
-from runtime.guards import ArrayCheck, Check, TypeCheck, ValueCheck
+from runtime.guards import ArrayCheck, Check, ContentsCheck, TypeCheck, ValueCheck
 from runtime.native import (
     NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
@@ -80,9 +81,23 @@ class ValueArg:
 @dataclass(frozen=True)
 class FloatArg:
     """args[arg] is an exact Python float: a 0-d float64 input of the
-    program (`TypeCheck` of role "float"), made by the entry (`EntrySpec.f64`)."""
+    program (`TypeCheck` of role "float"), made by the entry (`EntrySpec.f64`);
+    with `bits`, the float the program was specialized on (`ContentsCheck`),
+    compared bit for bit."""
 
     arg: int
+    bits: int | None = None
+
+
+@dataclass(frozen=True)
+class ContentsArg:
+    """args[arg], a C-contiguous array (its `ArrayCheck` first), holds the
+    `nbytes` bytes at `data` (a buffer the caller keeps alive): the
+    elements the program was specialized on (`ContentsCheck`)."""
+
+    arg: int
+    data: int
+    nbytes: int
 
 
 INT64 = (-(1 << 63), (1 << 63) - 1)
@@ -95,10 +110,21 @@ def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck | ValueArg, ...],
     guard nor a specialized int, bool or None on an argument, or a dtype that
     is not its type's canonical descr (byte-swapped, structured, flexible)."""
     out: list = []
-    descrs = []
+    descrs: list = []  # (and the buffers ContentsArg compares against)
+    layouts = {c.index: c.layout for c in checks if isinstance(c, ArrayCheck) and c.where == "L"}
     for c in checks:
         if isinstance(c, TypeCheck) and c.where == "L" and c.role == "float":
             out.append(FloatArg(c.index))
+            continue
+        if isinstance(c, ContentsCheck) and c.where == "L":
+            if c.what == "float":
+                out.append(FloatArg(c.index, int.from_bytes(c.data, "little", signed=True)))
+                continue
+            if layouts.get(c.index) != "C":
+                return None
+            buf = (ctypes.c_char * max(len(c.data), 1)).from_buffer_copy(c.data or b"\0")
+            descrs.append(buf)
+            out.append(ContentsArg(c.index, ctypes.addressof(buf), len(c.data)))
             continue
         if (isinstance(c, ValueCheck) and c.where == "L" and (
                 c.value is None or type(c.value) is bool
@@ -228,6 +254,7 @@ class EntryCodegen:
                                  I64.as_pointer(), OBJ, I32, OBJ)
         self.as_long = declare("PyLong_AsLong", I64, OBJ)
         self.as_double = declare("PyFloat_AsDouble", ir.DoubleType(), OBJ)
+        self.memcmp = declare("memcmp", I32, OBJ, OBJ, I64)
         self.as_long_overflow = declare("PyLong_AsLongLongAndOverflow", I64, OBJ,
                                         I32.as_pointer())
         self.err_fetch = declare("PyErr_Fetch", ir.VoidType(), *[OBJ.as_pointer()] * 3)
@@ -553,7 +580,16 @@ class EntryCodegen:
             b = self.b
             is_float = b.icmp_unsigned("==", self.field(obj, self.abi.ob_type, OBJ),
                                        address(id(float)))
-            return self.require(is_float, f"arg{c.arg}.float")
+            self.require(is_float, f"arg{c.arg}.float")
+            if c.bits is not None:  # (an exact float: cannot fail)
+                bits = b.bitcast(b.call(self.as_double, [obj]), I64)
+                self.require(b.icmp_signed("==", bits, const(I64, c.bits)), f"arg{c.arg}.bits")
+            return None
+        if isinstance(c, ContentsArg):  # (after the argument's array check)
+            b = self.b
+            data = self.field(obj, self.abi.data, OBJ)
+            same = b.call(self.memcmp, [data, address(c.data), const(I64, c.nbytes)])
+            return self.require(b.icmp_signed("==", same, const(I32, 0)), f"arg{c.arg}.contents")
         b, abi = self.b, self.abi
         is_array = b.icmp_unsigned("==", self.field(obj, abi.ob_type, OBJ), address(abi.array_type))
         self.require(is_array, f"arg{c.arg}.ndarray")

@@ -667,3 +667,27 @@ def test_a_view_of_a_result_is_made_by_the_native_entry():
     import gc
     gc.collect()
     assert same(a, f(x)[0])
+
+
+def test_specialized_values_are_checked_natively():
+    """An entry specialized on a Python float's value or on a small array's
+    elements (`ContentsCheck`: Python used them) keeps its native entry: the
+    float's bits and the array's bytes are compared there; another value
+    misses, recompiles once, and is numpy's."""
+    import math
+
+    def knap(weights, values, capacity, lr):
+        best = np.zeros(capacity + 1)
+        for w, v in zip(weights, values):
+            best[w:] = np.maximum(best[w:], best[:-w] + v * math.sqrt(lr))
+        return best
+
+    w, v = np.array([3, 5, 2]), np.array([1.0, 2.0, 0.5])
+    cf = compiled(knap, w, v, 12, 0.25)
+    assert is_native(cf)
+    assert same(cf(w, v * 2, 12, 0.25), knap(w, v * 2, 12, 0.25))
+    assert cf.stats["compiles"] == 1
+    for args in [(np.array([3, 4, 2]), v, 12, 0.25), (w, v, 12, 0.5), (w, v, 12, -0.0)]:
+        with np.errstate(invalid="ignore"):
+            assert same(cf(*args), knap(*args))
+    assert cf.stats["compiles"] == 4
