@@ -55,9 +55,13 @@ STAGES = {
               "unroll, thread split and reduction strategy decided for this CPU",
     "llvm": "the LLVM IR the CPU backend emits (before LLVM's -O3)",
     "asm": "the machine code for this CPU (after LLVM -O3)",
+    "triton": "the Triton source the GPU emitter generates from the kernel level "
+              "(lowering.codegen.triton_kernel): one @triton.jit function per kernel and its "
+              "launch; the emitter reads the kernels' structure, not the CPU schedule's "
+              "vector widths and threads",
     "all": "every stage above, in order",
 }
-LOWER_STAGES = ("loop", "kernel", "llvm", "asm")
+LOWER_STAGES = ("loop", "kernel", "llvm", "asm", "triton")
 
 DTYPE_CODES: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
@@ -401,6 +405,10 @@ def print_lower_stages(d: Dump, out: TextIO, which: Sequence[str]) -> None:
         final, _ = lower(module, "cpu", ["C"] * n, keep)
         if {"llvm", "asm"} & set(which):
             texts.update(emitted(final))
+        if "triton" in which:
+            from .codegen.triton_kernel import module_text
+
+            texts["triton"] = module_text(final)
         for st in which:
             graph = f" graph {i}" if len(d.modules) > 1 else ""
             out.write(f"// -----// {st} level{graph} //----- //\n")

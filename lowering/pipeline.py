@@ -20,6 +20,8 @@ runtime and never imports the pipeline.
              dropped after their last use, intermediates sharing
              program-owned buffers)
     numpy    the emitter only: each tensor op as its numpy call
+    gpu      (not yet a backend) the cpu passes, then triton-emit: Triton source
+             from the kernel level (lowering/codegen/triton_kernel.py)
 
 `python -m lowering.dump --passes` prints it; `--print-between-passes` the IR
 after every pass; `--time-passes` (and `LOWERING_LOGS=perf`) the time of
@@ -75,6 +77,10 @@ EMITTERS: dict[str, tuple[tuple[str, str], ...]] = {
             ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT"),
             ("memory-plan", "lowering.backends.cpu_backend: the program's steps over buffer "
                             "slots, then liveness and buffer reuse")),
+    # the gpu backend's emitter, not yet a backend of its own (no runtime: `lowering.dump
+    # --stage triton` prints its source for the cpu pipeline's kernel level)
+    "gpu": (("triton-emit", "lowering.codegen.triton_kernel: kernel level -> Triton source, "
+                            "one @triton.jit function and launch plan per kernel"),),
 }
 
 # (strategy, memory_budget) of the forward/backward cut, when nobody chose one

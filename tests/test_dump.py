@@ -253,7 +253,7 @@ def test_print_between_passes_for_each_graph(user_file):
      "fails on these arguments in numpy itself: ValueError: operands could not be broadcast"),
     (["--example", "nope"], "unknown example 'nope' (built-in: layernorm"),
     (["--example", "softmax", "--stage", "gpu"],
-     "unknown stage 'gpu'; the stages that exist so far: tensor, loop, kernel, llvm, asm, all"),
+     "unknown stage 'gpu'; the stages that exist so far: tensor, loop, kernel, llvm, asm, triton, all"),
     ([], "nothing to dump"),
     (["--bogus"], "unrecognized arguments: --bogus"),
 ])

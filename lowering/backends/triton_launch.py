@@ -1,0 +1,263 @@
+"""Loading, compiling and running the Triton emitter's kernels
+(`lowering/codegen/triton_kernel.py`'s `TritonKernel`) — what the tests need before a GPU runtime
+exists: every kernel compiled for a CUDA target on a machine without a GPU
+(`compile_for`), and run on numpy arrays by Triton's interpreter
+(`interpret`).
+
+Triton's `@jit` reads a function's source with `inspect.getsource`, so a
+generated module is registered in `linecache` under a name of its own
+(`<lowering-triton ...>`) and executed from there: nothing is written to disk.
+
+The interpreter runs a kernel as numpy code on host memory, with its
+arguments' `data_ptr()` as addresses. It expects torch tensors (it copies
+them "to the host" through their storages); `HostArray` is the few methods
+of that protocol over a numpy array, so no torch is needed. libdevice
+functions have no interpreter implementation: an interpreted module's
+`libdevice` is `INTERPRETER_LIBDEVICE`, numpy's functions of the same
+meaning (so the interpreter checks the emitter's rules, not libdevice's
+accuracy; the GPU tests check that). triton is imported only here, and
+only when a function is called."""
+
+from __future__ import annotations
+
+import hashlib
+import linecache
+import os
+import types
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..codegen.triton_kernel import TritonKernel
+
+_MODULES: dict[tuple[str, bool], dict] = {}
+
+
+def load(tk: TritonKernel, interpret: bool = False):
+    """The @triton.jit function of a generated kernel (Triton's interpreter's
+    version with `interpret`); one module per distinct source and mode."""
+    key = (tk.source, interpret)
+    g = _MODULES.get(key)
+    if g is None:
+        digest = hashlib.sha256(tk.source.encode()).hexdigest()[:16]
+        name = f"<lowering-triton {tk.fn_name} {digest}{' interpreted' if interpret else ''}>"
+        lines = tk.source.splitlines(True)
+        linecache.cache[name] = (len(tk.source), None, lines, name)
+        g = {"__name__": f"lowering_triton_{digest}"}
+        before = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"  # read by @triton.jit
+        try:
+            exec(compile(tk.source, name, "exec"), g)
+        finally:
+            if before is None:
+                del os.environ["TRITON_INTERPRET"]
+            else:
+                os.environ["TRITON_INTERPRET"] = before
+        if interpret:
+            g["libdevice"] = INTERPRETER_LIBDEVICE
+        _MODULES[key] = g
+    return g[tk.fn_name]
+
+
+def compile_for(tk: TritonKernel, arch: int = 90, warp_size: int = 32):
+    """triton.compile of the kernel for CUDA compute capability `arch` (no
+    GPU needed): the CompiledKernel, its `asm` holding ttir, ttgir, llir,
+    ptx and cubin."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    src = ASTSource(load(tk), tk.signature(), constexprs=dict(tk.constexprs))
+    return triton.compile(src, target=GPUTarget("cuda", arch, warp_size),
+                          options={"num_warps": tk.num_warps, **tk.options})
+
+
+# ---- launch values -----------------------------------------------------------------
+
+def arg_values(tk: TritonKernel, arrays: Sequence) -> dict[str, object]:
+    """Each run-time argument's value but the buffers': strides (elements)
+    from the arrays, parameters from the kernel's launch values."""
+    out: dict[str, object] = {}
+    for a in tk.args:
+        if a.kind == "stride":
+            x = arrays[a.index]
+            out[a.name] = int(x.strides[a.dim] // x.itemsize) if isinstance(x, np.ndarray) \
+                else int(x.stride(a.dim))
+        elif a.kind == "param":
+            out[a.name] = param_value(tk.param_values[a.index], a.sig)
+        elif a.kind == "extent":
+            out[a.name] = tk.first_extent
+    return out
+
+
+def param_value(text: str, sig: str):
+    if text in ("true", "false"):
+        return text == "true"
+    if sig.startswith("fp") or sig == "bf16":
+        return float(text)
+    return int(text)
+
+
+# ---- the interpreter -----------------------------------------------------------------
+
+class _HostStorage:
+    def __init__(self, a: np.ndarray):
+        self.a = a
+
+    def data_ptr(self) -> int:
+        return self.a.ctypes.data
+
+    def cpu(self):
+        return self
+
+    def copy_(self, other) -> None:  # the same host memory: nothing to copy back
+        pass
+
+
+class HostArray:
+    """A numpy array as the interpreter's tensor protocol (data_ptr, dtype,
+    storage): kernels read and write the array's own memory."""
+
+    def __init__(self, a: np.ndarray, dtype):
+        self.a = a
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.a.ctypes.data
+
+    def untyped_storage(self):
+        return _HostStorage(self.a)
+
+    def new_empty(self, *args, **kwargs):
+        return self
+
+    def set_(self, *args):
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self):
+        return self.a.shape
+
+    def stride(self, d: int | None = None):
+        s = tuple(x // self.a.itemsize for x in self.a.strides)
+        return s if d is None else s[d]
+
+
+def _tl_dtype(sig: str):
+    import triton.language as tl
+
+    names = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+             "i1": "int1"}
+    c = sig.lstrip("*")
+    return getattr(tl, names.get(c, ("uint" if c[0] == "u" else "int") + c[1:]))
+
+
+def interpret(tk: TritonKernel, arrays: Sequence[np.ndarray]) -> None:
+    """Run the kernel with Triton's interpreter on numpy arrays (the kernel's
+    buffers, in operand order), in place."""
+    fn = load(tk, interpret=True)
+    values = arg_values(tk, arrays)
+    n = tk.programs(values)
+    if n == 0:
+        return
+    args = [HostArray(arrays[a.index], _tl_dtype(a.sig)) if a.kind == "buffer" else values[a.name]
+            for a in tk.args]
+    with np.errstate(all="ignore"):
+        fn[(n,)](*args, **tk.constexprs)
+
+
+def _libdevice_shim() -> types.SimpleNamespace:
+    """numpy's functions for the libdevice names the emitter uses, on the
+    interpreter's tensors."""
+    def wrap(f):
+        def run(*xs):
+            import triton.language as tl
+            from triton.runtime.interpreter import TensorHandle
+
+            data = [x.handle.data for x in xs]
+            first = xs[0]
+            ty = max((x.type for x in xs), key=lambda t: len(getattr(t, "shape", ())))
+            with np.errstate(all="ignore"):
+                r = np.asarray(f(*data)).astype(data[0].dtype)
+            return tl.tensor(TensorHandle(r, first.handle.dtype.scalar), ty)
+        return run
+
+    fns = {"cbrt": np.cbrt, "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log,
+           "log2": np.log2, "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos,
+           "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan,
+           "atan2": np.arctan2, "sinh": np.sinh, "cosh": np.cosh, "tanh": np.tanh,
+           "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "pow": np.power,
+           "hypot": np.hypot, "copysign": np.copysign, "trunc": np.trunc, "rint": np.rint,
+           "fmod": np.fmod, "ldexp": np.ldexp}
+    return types.SimpleNamespace(**{k: wrap(f) for k, f in fns.items()})
+
+
+INTERPRETER_LIBDEVICE = _libdevice_shim()
+
+
+def launch(tk: TritonKernel, tensors: Sequence) -> None:
+    """Run the compiled kernel on device tensors (torch CUDA tensors, or any
+    with `data_ptr()`, `dtype` and `stride(d)` that Triton's launcher takes),
+    the kernel's buffers in operand order."""
+    fn = load(tk)
+    values = arg_values(tk, tensors)
+    n = tk.programs(values)
+    if n == 0:
+        return
+    args = [tensors[a.index] if a.kind == "buffer" else values[a.name] for a in tk.args]
+    fn[(n,)](*args, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
+
+
+def run_module(module, inputs: Sequence[np.ndarray], device: str | None = None
+               ) -> list[np.ndarray]:
+    """The results of a kernel-level module's (first) function with every
+    kernel run by Triton's interpreter on numpy arrays (`device` None: the
+    loop-level interpreter's walk, `backends/interpreter.py`, with Triton
+    kernels), or compiled on a torch device (`device="cuda"`: the inputs
+    copied there and the results back). Buffers from `memref.alloc` start as
+    the interpreter's poison, so a kernel that leaves an element unwritten
+    shows it. The inputs must have the layouts the module was lowered for
+    (`lowering.layout`: C-contiguous for "C")."""
+    from xdsl.dialects import func, memref
+    from xdsl.dialects.builtin import MemRefType
+
+    from dialects import kernel as K
+    from dialects import loop as L
+
+    from ..codegen.triton_kernel import emit_kernel, no_rule
+    from .interpreter import poison
+    from .numpy_ops import dtype_of
+
+    if device is None:
+        to, back = np.asarray, (lambda x: x)
+    else:
+        import torch
+
+        def to(x):
+            return torch.from_numpy(np.asarray(x)).to(device)  # (its strides kept)
+
+        def back(x):
+            return x.cpu().numpy()
+    f = next(o for o in module.ops if isinstance(o, func.FuncOp))
+    block = f.body.blocks[0]
+    bufs = {a: to(x) for a, x in zip(block.args, inputs)}
+    for op in block.ops:
+        if isinstance(op, memref.AllocOp):
+            t = op.memref.type
+            assert isinstance(t, MemRefType)
+            bufs[op.memref] = to(poison(t.get_shape(), dtype_of(t.element_type)))
+        elif isinstance(op, memref.CastOp):
+            bufs[op.dest] = bufs[op.source]
+        elif isinstance(op, K.KernelOp):
+            tk = emit_kernel(op)
+            ins = [bufs[b] for b in op.buffers]
+            interpret(tk, ins) if device is None else launch(tk, ins)
+        elif isinstance(op, func.ReturnOp):
+            return [back(bufs[v]) for v in op.arguments]
+        elif isinstance(op, L.ExternOp):
+            raise no_rule(f"loop.extern {op.fn.data!r}")
+        else:
+            raise no_rule(f"{op.name} at function level")
+    raise AssertionError("no func.return")

@@ -1,0 +1,690 @@
+"""The Triton emitter: each `kernel.kernel` op becomes the source of one
+`@triton.jit` function, plus the launch plan that runs it (`TritonKernel`:
+its arguments in order, block sizes, grid, warps). The scalar ops of the body
+go through the ops-handler protocol to `triton_ops.TritonOps`, as the LLVM
+emitter's go to `LLVMOps`; this module maps the body's structure (parallel
+dims, `loop.map`, `loop.reduce`, loads, stores) onto Triton programs.
+
+Two shapes of kernel, chosen per kernel:
+
+- pointwise (no `loop.reduce`; every `loop.map` of the same extents): the
+  parallel dims and the map's dims are one flattened domain, `XBLOCK`
+  points per program under a mask; each index is the flattened offset's
+  div/mod by the extents, and a load or store of a row-major buffer of the
+  domain's shape uses the offset itself.
+- rows (a kernel with reductions, or maps of different extents): one
+  program per point of the parallel domain (a row); each `loop.map` and
+  `loop.reduce` runs over its own flattened extents. A row of a static
+  length up to `ROW_MAX` stays in registers: one block of `R_BLOCK` = the
+  next power of two, no loop, so the loads and values a reduction and a
+  later map of the same row share are loaded and computed once (the source
+  is CSE'd by text). A longer row, or one of a length known only at the
+  launch, loops over blocks of `LOOP_BLOCK` with a per-lane accumulator,
+  reduced across lanes after the loop.
+
+Reductions (sum, prod, max, min, any, all, argmax, argmin) combine with
+masked lanes set to the kind's neutral value; float16 sums accumulate in
+float32; max/min propagate NaN (`_np_max`), argmax/argmin give the first
+position of the extreme, NaN winning (`_combine_argmax`).
+
+Sizes: what the kernel level leaves dynamic is a run-time argument of the
+function — a DYN extent (the first parallel dim's: `n_p0`; a map's or a
+reduce's: its kernel parameter), the strides of a memref with a `?` dim or a
+strided layout (`b{j}_s{d}`, in elements), every kernel parameter (`p{k}`)
+— so kernels that share a body share one compiled function; what it makes
+static is a literal, so that index division is by constants. Index math is
+int32 when every buffer and the domain have fewer than 2**31 elements and
+nothing is dynamic, else int64.
+
+Not covered yet, each a NotImplementedError "triton: no rule for ...": data-
+dependent indices (`loop.index`: gathers, scatters), ordered kernels
+(`accumulate`: scans, column reductions), a reduce or map nested in a map
+(inlined dot products: matmul), `loop.extern` (BLAS and numpy routines), a
+store inside a reduction, and a store that a map or a flattened domain
+repeats at one address. The CPU schedule's vector width, unroll and thread
+split are not read: the block sizes are this module's.
+
+`lowering/backends/triton_launch.py` loads the source (through `linecache`),
+compiles it for a CUDA target (no GPU needed) and runs it, in Triton's
+interpreter on numpy arrays or on a CUDA device."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import IndexType, MemRefType, ModuleOp, NoneAttr
+from xdsl.ir import Attribute, Block, BlockArgument, Operation, SSAValue
+from xdsl.ir.affine import AffineDimExpr
+
+from dialects import array as A
+from dialects import kernel as K
+from dialects import loop as L
+
+from .ops import emit
+from .triton_ops import (
+    PRELUDE,
+    TritonOps,
+    affine_text,
+    helper_source,
+    helpers_called,
+    is_bool,
+    is_float,
+    reduce_neutral,
+    tl_dtype,
+    type_code,
+)
+from .triton_ops import OPTIONS as OPTIONS
+
+# elements of a row one program keeps in registers (BENCH.md: hand-written kernels
+# keeping 4096-wide rows so reach 94.5% of the copy roofline)
+ROW_MAX = 8192
+LOOP_BLOCK = 1024  # elements per step of a looped map or reduction
+POINTWISE_BLOCK = 1024  # points per program of a pointwise kernel
+INT32_LIMIT = 2 ** 31
+
+
+def no_rule(what: str) -> NotImplementedError:
+    return NotImplementedError(f"triton: no rule for {what}")
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n - 1).bit_length()
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One run-time argument of the generated function: a buffer's data
+    pointer (`buffer`, index = its operand number), a buffer's stride in
+    elements (`stride`, dim), kernel parameter `index` (`param`), or the
+    extent of the first parallel dim (`extent`: the kernel's work over the
+    other dims' extents)."""
+
+    name: str
+    kind: str
+    sig: str  # Triton's signature type: *fp32, i64, fp64, ...
+    index: int = 0
+    dim: int = 0
+
+
+@dataclass
+class TritonKernel:
+    """The generated function of one `kernel.kernel` and how to launch it."""
+
+    name: str  # the kernel's sym_name
+    fn_name: str  # the @triton.jit function's name in `source`
+    source: str  # a whole module: imports, helpers, the function
+    args: tuple[KernelArg, ...]
+    constexprs: dict[str, int]  # block sizes
+    points: tuple[int | str, ...]  # extents whose product is the domain the grid covers
+    block: int  # points of that domain per program (the grid: ceil(product / block))
+    num_warps: int
+    strategy: str  # "pointwise" or "rows"
+    index_bits: int
+    param_values: tuple[str, ...] = ()  # this launch's kernel parameters (`kernel.param`)
+    first_extent: int = 0  # this launch's first parallel extent, where it is dynamic
+    options: dict = field(default_factory=lambda: dict(OPTIONS))
+
+    def signature(self) -> dict[str, str]:
+        """`triton.compiler.ASTSource`'s signature: every argument's type,
+        "constexpr" for the block sizes."""
+        sig = {a.name: a.sig for a in self.args}
+        sig.update({c: "constexpr" for c in self.constexprs})
+        return sig
+
+    def programs(self, values: dict[str, int]) -> int:
+        """The grid for the run-time argument values `values` (by name)."""
+        n = 1
+        for p in self.points:
+            n *= p if isinstance(p, int) else int(values[p])
+        return -(-n // self.block)
+
+
+# ---- the emitter --------------------------------------------------------------------
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+
+
+class KernelEmitter:
+    """Builds one kernel's function text. Values are variable names; `blocky`
+    holds the ones that are tensors (vary along a block), `types` the IR type
+    of each op result."""
+
+    def __init__(self, k: K.KernelOp):
+        self.k = k
+        self.bufs = list(k.buffers)
+        self.lines: list[str] = []
+        self.depth = 1
+        self.n = 0
+        self.types: dict[str, Attribute] = {}
+        self.vals: dict[SSAValue, str] = {}
+        self.args: list[KernelArg] = [
+            KernelArg(f"b{j}", "buffer", "*" + type_code(b.type.element_type), j)  # type: ignore
+            for j, b in enumerate(self.bufs)]
+        self.constexprs: dict[str, int] = {}
+        self.scopes: list[dict[str, str]] = [{}]
+        self.blocky: set[str] = set()
+        self.mask: str | None = None  # the mask of the block being emitted
+        self.stores: dict[SSAValue, int] = {}  # stores so far, per buffer root (`root`)
+        self.block_vars: dict[tuple, tuple[str, str, str]] = {}
+        self.check()
+        self.index_bits = self.choose_index_bits()
+        self.h = TritonOps(self)
+
+    # ---- what the handler asks ----
+    def let(self, expr: str, t: Attribute | None = None, key: str | None = None,
+            scalar: bool = False) -> str:
+        """A variable holding expr (the one that already does, in this scope
+        or an enclosing one)."""
+        if t is None and key is None and _IDENT.fullmatch(expr):
+            return expr
+        key = key if key is not None else expr
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        self.n += 1
+        v = f"v{self.n}"
+        self.line(f"{v} = {expr}")
+        self.scopes[-1][key] = v
+        if t is not None:
+            self.types[v] = t
+        if not scalar and any(w in self.blocky for w in _IDENT.findall(expr)):
+            self.blocky.add(v)
+        return v
+
+    def type_of(self, v: str) -> Attribute | None:
+        return self.types.get(v)
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    def arg(self, a: KernelArg) -> str:
+        if all(x.name != a.name for x in self.args):
+            self.args.append(a)
+        return a.name
+
+    # ---- what the kernel holds ----
+    def check(self) -> None:
+        """Refuse what this emitter cannot express, naming it."""
+        if "accumulate" in self.k.attributes:
+            raise no_rule(f"kernel {self.k.sym_name.data!r}: an ordered kernel (accumulate: "
+                          "a scan, a scatter or a column reduction)")
+        for op in self.k.body.walk():
+            if isinstance(op, L.IndexOp):
+                raise no_rule(f"loop.index in kernel {self.k.sym_name.data!r} (a gather or "
+                              "scatter: data-dependent indices)")
+            if isinstance(op, (L.MapOp, L.ReduceOp)):
+                outer = op.parent_op()
+                if isinstance(outer, (L.MapOp, L.ReduceOp)):
+                    raise no_rule(f"a {op.name} inside a {outer.name} in kernel "
+                                  f"{self.k.sym_name.data!r} (an inlined dot product)")
+            if isinstance(op, L.StoreOp) and isinstance(op.parent_op(), L.ReduceOp):
+                raise no_rule(f"a store inside a loop.reduce in kernel {self.k.sym_name.data!r}")
+        par = A.ints(self.k.parallel)
+        if any(n == A.DYN for n in par[1:]):
+            raise no_rule("a dynamic parallel extent other than the first")
+
+    def choose_index_bits(self) -> int:
+        """32 where every buffer and the domain are static and below 2**31
+        elements, else 64."""
+        sizes = []
+        for b in self.bufs:
+            t = b.type
+            assert isinstance(t, MemRefType)
+            shape = t.get_shape()
+            if A.DYN in shape or not isinstance(t.layout, NoneAttr):
+                return 64
+            sizes.append(math.prod(shape))
+        if any(isinstance(op, K.ParamOp) for op in self.k.body.walk()):
+            return 64
+        total = 1
+        for n in A.ints(self.k.parallel):
+            if n == A.DYN:
+                return 64
+            total *= n
+        for op in self.k.body.walk():
+            if isinstance(op, (L.MapOp, L.ReduceOp)):
+                ext = op.extents()
+                if not all(isinstance(e, int) for e in ext):
+                    return 64
+                sizes.append(total * math.prod(ext))  # type: ignore[arg-type]
+        return 32 if max(sizes + [total]) < INT32_LIMIT else 64
+
+    # ---- the function ----
+    def emit(self) -> TritonKernel:
+        ops = [o for o in self.k.body.block.ops if not isinstance(o, L.YieldOp)]
+        for op in self.k.body.walk():
+            if isinstance(op, K.ParamOp):
+                k = op.index.value.data
+                self.vals[op.result] = f"p{k}"
+                self.types[f"p{k}"] = op.result.type
+        maps = [o for o in ops if isinstance(o, L.MapOp)]
+        reduces = [o for o in self.k.body.walk() if isinstance(o, L.ReduceOp)]
+        stores = [o for o in ops if isinstance(o, L.StoreOp)]
+        extents = {tuple(self.extent_key(e) for e in m.extents()) for m in maps}
+        pointwise = not reduces and len(extents) <= 1 and not (maps and stores)
+        par = A.ints(self.k.parallel)
+        self.par_extents: list[str] = []
+        points: list[int | str] = []
+        for d, n in enumerate(par):
+            if n == A.DYN:
+                name = self.arg(KernelArg("n_p0", "extent", f"i{self.index_bits}"))
+                self.par_extents.append(name)
+                points.append(name)
+            else:
+                self.par_extents.append(str(n))
+                points.append(n)
+        for op in self.k.body.walk():
+            if isinstance(op, K.ParamOp):
+                k = op.index.value.data
+                self.arg(KernelArg(f"p{k}", "param", type_code(op.result.type, self.index_bits), k))
+        if pointwise:
+            block, warps = self.emit_pointwise(ops, maps, points)
+            strategy = "pointwise"
+        else:
+            self.emit_rows(ops, par)
+            block, strategy = 1, "rows"
+            widest = max(self.constexprs.values(), default=1)
+            warps = min(8, max(1, widest // 512))
+        name = self.k.sym_name.data
+        fn = re.sub(r"\W", "_", name)
+        fn = fn if fn[:1].isalpha() else f"k_{fn}"
+        first = 0
+        if par and par[0] == A.DYN:
+            first = self.k.work.value.data // max(math.prod(par[1:]), 1)
+        return TritonKernel(name, fn, self.source(fn, strategy), tuple(self.args),
+                            dict(self.constexprs), tuple(points), block, warps, strategy,
+                            self.index_bits, tuple(self.k.param_values()), first)
+
+    def source(self, fn: str, strategy: str) -> str:
+        what = {"pointwise": "pointwise: the flattened domain, XBLOCK points per program",
+                "rows": "rows: one program per point of the parallel domain"}[strategy]
+        head = [f'# kernel.kernel "{self.k.sym_name.data}" ({what}), '
+                f"int{self.index_bits} indices",
+                "# " + ", ".join(f"b{j}: {b.type}" for j, b in enumerate(self.bufs)),
+                PRELUDE]
+        params = [a.name for a in self.args] + [f"{c}: tl.constexpr" for c in self.constexprs]
+        body = "\n".join(self.lines)
+        helpers = [helper_source(h).strip("\n") for h in helpers_called(body)]
+        return ("\n".join(head) + "\n" + "".join(f"\n{h}\n" for h in helpers) +
+                f"\n@triton.jit\ndef {fn}({', '.join(params)}):\n{body}\n")
+
+    # ---- extents and blocks ----
+    def extent_key(self, e: int | SSAValue) -> int | str:
+        if isinstance(e, int):
+            return e
+        if e not in self.vals:
+            raise no_rule("an extent computed inside the kernel")
+        return self.vals[e]
+
+    def extent_points(self, extents: Sequence[int | SSAValue]) -> list[int | str]:
+        """Extents as the launch reads them: ints, or kernel parameter names."""
+        out: list[int | str] = []
+        for e in extents:
+            key = self.extent_key(e)
+            if isinstance(key, str) and not re.fullmatch(r"p\d+", key):
+                raise no_rule("an extent computed inside the kernel")
+            out.append(key)
+        return out
+
+    def pid(self) -> str:
+        pid = "tl.program_id(0)"
+        return self.let(pid if self.index_bits == 32 else f"{pid}.to(tl.int64)")
+
+    def decompose(self, flat: str, extents: Sequence[str]) -> list[str]:
+        """Row-major indices of the flattened `flat` over `extents`."""
+        out: list[str] = []
+        rem = flat
+        for i, n in enumerate(reversed(extents)):
+            if i == len(extents) - 1:
+                out.append(rem)
+            else:
+                out.append(self.let(f"{rem} % {n}"))
+                rem = self.let(f"{rem} // {n}")
+        return out[::-1]
+
+    # ---- pointwise ----
+    def emit_pointwise(self, ops: list[Operation], maps: list[L.MapOp],
+                       points: list[int | str]) -> tuple[int, int]:
+        inner = list(maps[0].extents()) if maps else []
+        ext_text = self.par_extents + [str(self.extent_key(e)) for e in inner]
+        points += self.extent_points(inner)
+        static = all(isinstance(p, int) for p in points)
+        total = math.prod(p for p in points if isinstance(p, int))
+        block = min(POINTWISE_BLOCK, max(16, next_pow2(total))) if static else POINTWISE_BLOCK
+        self.constexprs["XBLOCK"] = block
+        pid = self.pid()
+        offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")
+        self.blocky.add(offs)
+        n = " * ".join(ext_text) if ext_text else "1"
+        self.mask = self.let(f"{offs} < {n}")
+        self.flat = (offs, [int(p) if isinstance(p, int) else None for p in points])
+        self.single_point = static and total == 1
+        idx = self.decompose(offs, ext_text) if ext_text else []
+        for a, v in zip(self.k.body.block.args, idx[:len(self.par_extents)]):
+            self.bind(a, v)
+        self.domain_vars = idx
+        for m in maps:
+            for a, v in zip(m.body.block.args, idx[len(self.par_extents):]):
+                self.bind(a, v)
+        for op in ops:
+            if isinstance(op, L.MapOp):
+                self.emit_ops(op.body.block)
+            else:
+                self.emit_op(op)
+        return block, 4
+
+    def bind(self, a: SSAValue, v: str) -> None:
+        self.vals[a] = v
+        self.types.setdefault(v, IndexType())
+
+    # ---- rows ----
+    def emit_rows(self, ops: list[Operation], par: Sequence[int]) -> None:
+        self.flat = None
+        self.single_point = False
+        self.domain_vars = []
+        if par:
+            idx = self.decompose(self.pid(), self.par_extents)
+            for a, v in zip(self.k.body.block.args, idx):
+                self.bind(a, v)
+        for op in ops:
+            self.emit_op(op)
+
+    def block_of(self, extents: Sequence[int | SSAValue]) -> tuple[str, str, str, int, bool]:
+        """(flat index, mask, constexpr name, block, looped) for a map or
+        reduce over `extents`: one register block for a static row up to
+        ROW_MAX, else a loop (the caller opens it with `open_loop`)."""
+        texts = [str(self.extent_key(e)) for e in extents]
+        static = all(isinstance(e, int) for e in extents)
+        total = math.prod(e for e in extents if isinstance(e, int))
+        looped = not static or total > ROW_MAX
+        n = " * ".join(texts) if texts else "1"
+        key = (tuple(texts), looped)
+        if looped:  # (the loop's index and mask come from `open_loop`: here its extent)
+            name = f"R{len(self.constexprs)}_BLOCK"
+            self.constexprs[name] = LOOP_BLOCK
+            return "", n, name, LOOP_BLOCK, True
+        if key not in self.block_vars:
+            name = f"R{len(self.constexprs)}_BLOCK"
+            self.constexprs[name] = next_pow2(max(total, 1))
+            r = self.let(f"tl.arange(0, {name})" if self.index_bits == 32
+                         else f"tl.arange(0, {name}).to(tl.int64)", key=f"arange {name}")
+            self.blocky.add(r)
+            mask = self.let(f"{r} < {n}")
+            self.block_vars[key] = (r, mask, name)
+        r, mask, name = self.block_vars[key]
+        return r, mask, name, self.constexprs[name], False
+
+    def open_loop(self, n: str, name: str) -> tuple[str, str]:
+        """`for base in range(0, n, name):` and the block's flat index and mask
+        inside it (the caller closes it with `close_loop`)."""
+        self.n += 1
+        base = f"base{self.n}"
+        self.line(f"for {base} in range(0, {n}, {name}):")
+        self.depth += 1
+        self.scopes.append({})
+        ar = f"tl.arange(0, {name})" if self.index_bits == 32 else \
+            f"tl.arange(0, {name}).to(tl.int64)"
+        r = self.let(f"{base} + {ar}")
+        self.blocky.add(r)
+        return r, self.let(f"{r} < {n}")
+
+    def close_loop(self) -> None:
+        self.depth -= 1
+        self.scopes.pop()
+
+    def emit_map(self, op: L.MapOp) -> None:
+        ext = op.extents()
+        texts = [str(self.extent_key(e)) for e in ext]
+        r, mask, name, _, looped = self.block_of(ext)
+        if looped:
+            r, mask = self.open_loop(mask, name)
+        outer = self.mask
+        self.mask = mask
+        for a, v in zip(op.body.block.args, self.decompose(r, texts)):
+            self.bind(a, v)
+        self.emit_ops(op.body.block, in_block=True)
+        self.mask = outer
+        if looped:
+            self.close_loop()
+
+    def emit_reduce(self, op: L.ReduceOp) -> None:
+        ext = op.extents()
+        kind = op.kind.data
+        texts = [str(self.extent_key(e)) for e in ext]
+        r, mask, name, block, looped = self.block_of(ext)
+        yt = op.body.block.last_op.values[0].type  # type: ignore[union-attr]
+        acc_t, combine = self.reduction(kind, yt)
+        rt = op.result.type
+        neutral = reduce_neutral(kind, yt) if kind not in ("any", "all") else \
+            ("0" if kind == "any" else "1")
+        arg = kind in ("argmax", "argmin")
+        if looped:
+            n_text = mask
+            self.n += 1
+            acc = f"acc{self.n}"
+            self.line(f"{acc} = tl.full([{name}], {neutral}, {acc_t})")
+            if arg:
+                self.line(f"{acc}_i = tl.full([{name}], {2 ** 63 - 1}, tl.int64)")
+            r, mask = self.open_loop(n_text, name)
+        y = self.reduce_body(op, r, mask, texts)
+        v = self.let(f"tl.where({mask}, {self.acc_value(y, yt, kind, acc_t)}, {neutral})")
+        if arg:
+            i = self.let(f"tl.where({mask}, {r}.to(tl.int64), {2 ** 63 - 1})")
+        if looped:
+            if arg:
+                self.line(f"{acc}, {acc}_i = {combine}({acc}, {acc}_i, {v}, {i})")
+            else:
+                self.line(f"{acc} = {combine.format(acc, v)}")
+            self.close_loop()
+            v = acc
+            if arg:
+                i = f"{acc}_i"
+        if arg:
+            self.n += 1
+            out = f"v{self.n}"
+            self.line(f"_, {out} = tl.reduce(({v}, {i}), 0, {combine})")
+            res = out
+        else:
+            res = self.let(self.across(kind, yt, v), scalar=True)
+        self.vals[op.result] = self.let(f"{res}.to({self.h.dtype(rt)})", rt)
+
+    def reduce_body(self, op: L.ReduceOp, r: str, mask: str, texts: list[str]) -> str:
+        outer = self.mask
+        self.mask = mask
+        for a, v in zip(op.body.block.args, self.decompose(r, texts)):
+            self.bind(a, v)
+        (y,) = self.emit_ops(op.body.block, in_block=True)
+        self.mask = outer
+        return y
+
+    def reduction(self, kind: str, yt: Attribute) -> tuple[str, str]:
+        """(accumulator dtype, elementwise combine: a format of (acc, value),
+        or a helper's name for argmax/argmin)."""
+        if kind in ("argmax", "argmin"):
+            return (tl_dtype(yt, self.index_bits) if not is_bool(yt) else "tl.int8",
+                    f"_combine_{kind}")
+        if kind in ("any", "all") or is_bool(yt):
+            k = {"sum": "any", "max": "any", "prod": "all", "min": "all"}.get(kind, kind)
+            return "tl.int1", "({} | {})" if k == "any" else "({} & {})"
+        acc = "tl.float32" if type_code(yt) in ("fp16", "bf16") else tl_dtype(yt, self.index_bits)
+        if kind == "sum":
+            return acc, "({} + {})"
+        if kind == "prod":
+            return acc, "({} * {})"
+        if is_float(yt):
+            return acc, f"_np_{kind}({{}}, {{}})"
+        return acc, f"tl.{'maximum' if kind == 'max' else 'minimum'}({{}}, {{}})"
+
+    def acc_value(self, y: str, yt: Attribute, kind: str, acc_t: str) -> str:
+        if kind in ("any", "all"):
+            return y if is_bool(yt) else f"({y} != 0)"
+        if kind in ("argmax", "argmin"):
+            return f"{y}.to(tl.int8)" if is_bool(yt) else y
+        if is_bool(yt):
+            return y
+        return f"{y}.to({acc_t})" if type_code(yt) in ("fp16", "bf16") else y
+
+    def across(self, kind: str, yt: Attribute, v: str) -> str:
+        """The lanes of v combined (axis 0)."""
+        if kind in ("any", "all") or is_bool(yt):
+            k = {"sum": "any", "max": "any", "prod": "all", "min": "all"}.get(kind, kind)
+            return f"(tl.reduce({v}.to(tl.int32), 0, _np_{'max' if k == 'any' else 'min'}) != 0)"
+        if kind in ("sum", "prod"):
+            return f"tl.reduce({v}, 0, _combine_{kind})"
+        return f"tl.reduce({v}, 0, _np_{kind})"  # (on integers the NaN test is false)
+
+    # ---- ops ----
+    def emit_ops(self, block: Block, in_block: bool = False) -> list[str]:
+        """The ops of a map's or reduce's body; the values it yields."""
+        for op in block.ops:
+            if isinstance(op, L.YieldOp):
+                return [self.vals[v] for v in op.values]
+            self.emit_op(op, in_block)
+        return []
+
+    def emit_op(self, op: Operation, in_block: bool = False) -> None:
+        if isinstance(op, K.ParamOp):
+            return
+        if isinstance(op, L.MapOp):
+            return self.emit_map(op)
+        if isinstance(op, L.ReduceOp):
+            return self.emit_reduce(op)
+        if isinstance(op, L.LoadOp):
+            return self.emit_load(op)
+        if isinstance(op, L.StoreOp):
+            return self.emit_store(op, in_block)
+        if isinstance(op, L.ExternOp):
+            raise no_rule(f"loop.extern {op.fn.data!r}")
+        args = [self.vals[o] for o in op.operands]
+        text = emit(self.h, op, args)
+        self.vals[op.results[0]] = self.let(text, op.results[0].type)
+
+    def offset(self, op: L.LoadOp | L.StoreOp) -> str:
+        """The element offset of a load or store from its buffer's start."""
+        j = self.bufs.index(op.buffer)
+        t = op.buffer.type
+        assert isinstance(t, MemRefType)
+        m = op.map.data
+        idx = [self.vals[i] for i in op.indices]
+        dims, syms = idx[:m.num_dims], idx[m.num_dims:]
+        coords = [affine_text(e, dims, syms) for e in m.results]
+        shape = list(t.get_shape())
+        if self.flat is not None and all(isinstance(e, AffineDimExpr) for e in m.results) \
+                and coords == self.domain_vars and shape == self.flat[1] \
+                and isinstance(t.layout, NoneAttr):
+            return self.flat[0]  # a row-major buffer of the domain's shape: the offset itself
+        terms = []
+        for d, c in enumerate(coords):
+            if c == "0":
+                continue
+            s = self.stride(j, d, t)
+            terms.append(c if s == "1" else f"{c} * {s}")
+        return " + ".join(terms) if terms else "0"
+
+    def stride(self, j: int, d: int, t: MemRefType) -> str:
+        """Buffer j's stride along dim d, in elements: a literal for a
+        row-major memref of static inner dims, else a run-time argument."""
+        shape = t.get_shape()
+        if isinstance(t.layout, NoneAttr):
+            inner = shape[d + 1:]
+            if A.DYN not in inner:
+                return str(math.prod(inner))
+        return self.arg(KernelArg(f"b{j}_s{d}", "stride", f"i{self.index_bits}", j, d))
+
+    def emit_load(self, op: L.LoadOp) -> None:
+        j = self.bufs.index(op.buffer)
+        off = self.let(self.offset(op))
+        if off in self.blocky and self.mask is not None:
+            text = f"tl.load(b{j} + {off}, mask={self.mask})"
+        else:
+            text = f"tl.load(b{j} + {off})"
+        # reused only while no store to a buffer that may be the same memory came between
+        gens = sorted(n for r, n in self.stores.items() if may_alias(r, root(op.buffer)))
+        self.vals[op.result] = self.let(text, op.result.type, key=f"{text} @{gens}")
+
+    def emit_store(self, op: L.StoreOp, in_block: bool) -> None:
+        j = self.bufs.index(op.buffer)
+        off = self.let(self.offset(op))
+        val = self.vals[op.value]
+        if off in self.blocky:
+            self.line(f"tl.store(b{j} + {off}, {val}, mask={self.mask})")
+        elif self.single_point:  # a domain of one point: its one lane stores
+            self.line(f"tl.store(b{j} + {off} + {self.flat[0]} * 0, {val}, mask={self.mask})")
+        elif self.flat is None and not in_block and val not in self.blocky:
+            self.line(f"tl.store(b{j} + {off}, {val})")  # a row's own element
+        else:
+            raise no_rule(f"a store to one address repeated along a block (kernel "
+                          f"{self.k.sym_name.data!r})")
+        r = root(op.buffer)
+        self.stores[r] = self.stores.get(r, 0) + 1
+
+
+def root(v: SSAValue) -> SSAValue:
+    """The memref a kernel operand is a view of (through memref.cast)."""
+    while isinstance(v.owner, memref.CastOp):
+        v = v.owner.source
+    return v
+
+
+def may_alias(a: SSAValue, b: SSAValue) -> bool:
+    """Two buffer roots may be the same memory: the same value, or two
+    arguments of the function (a caller may pass one array twice)."""
+    return a is b or (isinstance(a, BlockArgument) and isinstance(b, BlockArgument))
+
+
+def emit_kernel(k: K.KernelOp) -> TritonKernel:
+    """The Triton function and launch plan of one kernel (NotImplementedError
+    "triton: no rule for ..." for what is not covered: the module's doc)."""
+    return KernelEmitter(k).emit()
+
+
+def emit_module(module: ModuleOp) -> list[TritonKernel]:
+    """Every kernel of a kernel-level module's functions, in order; a
+    function-level `loop.extern` (BLAS, numpy routines) has no rule yet."""
+    out = []
+    for f in module.ops:
+        if not isinstance(f, func.FuncOp):
+            continue
+        for op in f.body.block.ops:
+            if isinstance(op, K.KernelOp):
+                out.append(emit_kernel(op))
+            elif isinstance(op, L.ExternOp):
+                raise no_rule(f"loop.extern {op.fn.data!r} (BLAS and numpy routines)")
+            elif isinstance(op, L.KernelOp):
+                raise no_rule("loop.kernel (a kernel not yet scheduled: run `schedule`)")
+    return out
+
+
+def launch_text(tk: TritonKernel) -> str:
+    """How a kernel is launched, as comment lines (the dump's)."""
+    n = " * ".join(str(p) for p in tk.points) or "1"
+    grid = f"ceil({n} / XBLOCK={tk.block})" if tk.block > 1 else n
+    blocks = ", ".join(f"{c}={v}" for c, v in tk.constexprs.items())
+    args = ", ".join(f"{a.name}: {a.sig}" for a in tk.args)
+    return (f"# launch {tk.fn_name}: grid ({grid},), num_warps {tk.num_warps}, {blocks}; "
+            f"options {tk.options}\n# arguments: {args}\n")
+
+
+def module_text(module: ModuleOp) -> str:
+    """Every kernel of a kernel-level module as Triton source with its launch,
+    in order; what has no rule yet is a comment saying why."""
+    out = []
+    for f in module.ops:
+        if not isinstance(f, func.FuncOp):
+            continue
+        for op in f.body.block.ops:
+            if isinstance(op, K.KernelOp):
+                try:
+                    tk = emit_kernel(op)
+                except NotImplementedError as e:
+                    out.append(f'# kernel.kernel "{op.sym_name.data}": {e}\n')
+                    continue
+                out.append(tk.source + launch_text(tk))
+            elif isinstance(op, L.ExternOp):
+                out.append(f"# loop.extern {op.fn.data!r}: triton: no rule for it yet (BLAS and "
+                           "numpy routines run outside kernels)\n")
+    return "\n".join(out) if out else "# no kernels\n"
