@@ -1,7 +1,8 @@
 """`python -m bench`: the CPU workloads of shared/BENCH.md on every peer
 installed here, in one process; writes bench/results/<host>-cpu.{json,md,png}.
 `python -m bench --programs` runs the real-programs benchmark of
-bench/programs instead (its options: `python -m bench --programs --help`).
+bench/programs instead (its options: `python -m bench --programs --help`);
+`python -m bench --gpu` the GPU workloads on a CUDA device (bench/gpu.py).
 
 See bench/README.md. Nothing heavy is imported before the OpenBLAS
 variables are dealt with (bench.env)."""
@@ -78,6 +79,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="the real numpy programs of bench/programs instead of W1–W8/R1–R3 "
         "(options: python -m bench --programs --help)",
     )
+    ap.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the GPU workloads on a CUDA device instead (options: python -m bench --gpu --help)",
+    )
     ap.add_argument("--child-json", type=Path, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     a.only = [k.strip().upper() for k in a.only.split(",") if k.strip()]
@@ -142,6 +148,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--programs" in argv:
         return programs(argv)
+    if "--gpu" in argv:  # the GPU workloads on a CUDA device (bench/gpu.py)
+        from . import gpu
+
+        return gpu.main([x for x in argv if x != "--gpu"])
     a = parse(argv)
     if not a.keep_openblas_env:
         env.reexec_without_openblas_overrides(argv)

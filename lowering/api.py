@@ -34,7 +34,7 @@ from runtime.guards import (
     layout_of,
 )
 
-from . import pytree
+from . import device_call, pytree
 from .capture.conversions import constructors_capture
 from dialects.dtypes import supported
 from dialects.dtypes import from_ir
@@ -90,7 +90,7 @@ class _CompilerFailure(Exception):
 class CompileError(RuntimeError):
     """Raised under `fullgraph=True` when the compiler itself fails (a pass,
     the emitter, LLVM); without it the function runs eagerly with a warning."""
-BACKENDS = ("numpy", "cpu")
+BACKENDS = ("numpy", "cpu", "gpu")
 
 
 class Stats(dict):
@@ -113,6 +113,10 @@ class Entry:
     trace: Trace
     run: Callable  # (leaves, gvals, tree) -> result
     fetch: Callable | None = None  # (leaves, tree) -> the values its guards and inputs read
+    # (program, bindings, output plan) where the entry is one plain graph a
+    # backend="gpu" call on device arrays can run directly (device_call.py)
+    device: tuple | None = None
+    device_why: str = ""
     program_texts: list[str] = field(default_factory=list)
 
     def gvals(self, leaves, tree):
@@ -172,7 +176,8 @@ class CompiledFunction:
         if not hasattr(self, "__qualname__"):  # partials, callable objects
             self.__qualname__ = self.__name__ = getattr(type(fn), "__qualname__", "function")
         self.fn, self.mode, self.fullgraph, self.backend = fn, mode, fullgraph, backend
-        self.dynamic = dynamic
+        # the GPU backend's shapes are static: each new size compiles again
+        self.dynamic = False if backend == "gpu" and dynamic is None else dynamic
         # automatic dynamic: per leaf, the dims whose size changed between calls
         self._auto_dims: dict[int, set[int]] = {}
         # arguments whose specialized value changed between calls: never
@@ -209,6 +214,8 @@ class CompiledFunction:
                 return r
         tree = (args, kwargs)
         leaves, treedef = pytree.flatten(tree)
+        if self.backend == "gpu" and device_call.has_device_arrays(leaves):
+            return device_call.call(self, args, kwargs, leaves, treedef)
         n_seen = len(self.entries)
         r, variant = self._try_entries(self.entries[:n_seen], args, kwargs, leaves, treedef)
         if r is not MISS:
@@ -648,7 +655,13 @@ class CompiledFunction:
             return _finish(out_plan, fresh_results(results, inputs, own, prog.fresh),
                            sources, plan, gvals)
 
-        return Entry(guards, trace, run, fetch), gvals
+        entry = Entry(guards, trace, run, fetch)
+        if self.backend == "gpu":
+            entry.device_why = _device_why(prog, bindings, draws, convert, plan, gvals, trace,
+                                           len(leaves))
+            if not entry.device_why:
+                entry.device = (prog, bindings, out_plan)
+        return entry, gvals
 
     def _compile_and_run_again(self, args, kwargs, leaves, treedef):
         """A function with graph breaks is traced on every call (its Python
@@ -912,6 +925,26 @@ def structural_key(module) -> tuple:
     # (a size symbol's value compares equal to the plain size: its expression
     # keeps a symbolic program apart from the one compiled for that size)
     return tuple(parts) + (symbols_of(parts) if symbols_active() else (),)
+
+
+def _device_why(prog, bindings, draws, convert, plan: StatePlan, gvals, trace, n) -> str:
+    """Why an entry of a backend="gpu" function cannot run its program on
+    device arrays directly ("" where it can)."""
+    if not hasattr(prog, "run_device"):
+        return "its program is not a GPU program"
+    if draws:
+        return "it draws random numbers"
+    if plan.writes or gvals:
+        return "it reads or writes Python state"
+    if trace.specialized:
+        return "it is specialized on argument values"
+    if any(c is not None for c in convert) or not all(type(b) is int and b < n
+                                                      for b in bindings):
+        return "its graph reads converted arguments"
+    for leaf in trace.plan.leaves:
+        if leaf[0] == "copy" or leaf[0] == "out" and leaf[2]:
+            return "a result is a view or a copy made outside the graph"
+    return ""
 
 
 def _finish(out_plan, results, sources, plan: StatePlan, gvals):

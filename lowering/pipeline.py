@@ -8,7 +8,8 @@ runtime and never imports the pipeline.
     tensor   remat (a joint forward+backward function becomes @f_forward and
              @f_backward, the cut recorded on them: passes/remat.py; any other
              function passes through), canonicalize, decompose,
-             strength-reduce, cse, dce
+             strength-reduce, cse, batch-routines (independent calls of one
+             numpy routine: one call on their stack), dce
     cpu      annotate-layouts, lower-to-loop (tensor -> loop level, fusion),
              schedule (loop -> kernel level, cost model), share-kernels (kernels
              that differ only in constants and sizes read them as parameters)
@@ -20,8 +21,9 @@ runtime and never imports the pipeline.
              dropped after their last use, intermediates sharing
              program-owned buffers)
     numpy    the emitter only: each tensor op as its numpy call
-    gpu      (not yet a backend) the cpu passes, then triton-emit: Triton source
-             from the kernel level (lowering/codegen/triton_kernel.py)
+    gpu      the cpu passes, then triton-emit: Triton source and launch plans
+             from the kernel level (lowering/codegen/triton_kernel.py), the
+             program's steps on a device (lowering/backends/gpu_backend.py)
 
 `python -m lowering.dump --passes` prints it; `--print-between-passes` the IR
 after every pass; `--time-passes` (and `LOWERING_LOGS=perf`) the time of
@@ -45,6 +47,7 @@ from xdsl.transforms.dead_code_elimination import DeadCodeElimination
 from dialects.context import context
 from dialects.symbols import active as symbols_active
 from passes import cost_model
+from passes.batch_routines import BatchRoutines
 from passes.canonicalize import ArrayCanonicalize
 from passes.decompose import Decompose
 from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
@@ -66,7 +69,7 @@ __all__ = ["context", "cut_passes", "tensor_passes", "lower_passes", "pipeline",
            "tensor_stage", "lower_below", "lower", "emit", "compile_segment", "clear_programs",
            "ProgramKey", "EMITTERS", "LEVEL_AFTER", "DEFAULT_PARTITION"]
 
-BACKENDS = ("numpy", "cpu")
+BACKENDS = ("numpy", "cpu", "gpu")
 
 # the emitter stages of each backend, in the order they run (not IR passes:
 # they make a program), each timed by itself
@@ -77,10 +80,9 @@ EMITTERS: dict[str, tuple[tuple[str, str], ...]] = {
             ("llvm-jit", "runtime.cpu: LLVM's -O3 and MCJIT"),
             ("memory-plan", "lowering.backends.cpu_backend: the program's steps over buffer "
                             "slots, then liveness and buffer reuse")),
-    # the gpu backend's emitter, not yet a backend of its own (no runtime: `lowering.dump
-    # --stage triton` prints its source for the cpu pipeline's kernel level)
     "gpu": (("triton-emit", "lowering.codegen.triton_kernel: kernel level -> Triton source, "
-                            "one @triton.jit function and launch plan per kernel"),),
+                            "one @triton.jit function and launch plan per kernel; "
+                            "lowering.backends.gpu_backend: the program's steps on the device"),),
 }
 
 # (strategy, memory_budget) of the forward/backward cut, when nobody chose one
@@ -101,7 +103,7 @@ def cut_passes(partition: tuple[str, float | None] = DEFAULT_PARTITION) -> list[
 
 def tensor_passes() -> list[ModulePass]:
     return [ArrayCanonicalize(), Decompose(), StrengthReduce(), CommonSubexpressionElimination(),
-            DeadCodeElimination()]
+            BatchRoutines(), DeadCodeElimination()]
 
 
 def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> list[ModulePass]:
@@ -110,7 +112,7 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
     compiles its loads for."""
     if backend == "numpy":
         return []
-    if backend == "cpu":
+    if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
         return [AnnotateLayouts(tuple(layouts)), LowerToLoop(),
                 Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
                          parallel_threshold=cpu.PARALLEL_THRESHOLD), ShareKernels()]
@@ -192,6 +194,10 @@ def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
     if backend == "numpy":
         with stage("numpy-program"):
             return numpy_backend.compile_module(module)
+    if backend == "gpu":
+        from .backends import gpu_backend  # (triton and the device libraries: on use only)
+
+        return gpu_backend.build(module, stage)
     return cpu_dynamic.build(module, report, stage, reuse)
 
 

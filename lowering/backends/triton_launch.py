@@ -39,6 +39,7 @@ def load(tk: TritonKernel, interpret: bool = False):
     key = (tk.source, interpret)
     g = _MODULES.get(key)
     if g is None:
+        _import_triton()
         digest = hashlib.sha256(tk.source.encode()).hexdigest()[:16]
         name = f"<lowering-triton {tk.fn_name} {digest}{' interpreted' if interpret else ''}>"
         lines = tk.source.splitlines(True)
@@ -57,6 +58,20 @@ def load(tk: TritonKernel, interpret: bool = False):
             g["libdevice"] = INTERPRETER_LIBDEVICE
         _MODULES[key] = g
     return g[tk.fn_name]
+
+
+def _import_triton() -> None:
+    """Triton's own modules, imported with TRITON_INTERPRET unset: imported
+    first while it is set (below), its library functions (`tl.cdiv`, ...)
+    would be interpreter functions for good, and a later import of its
+    experimental modules (which the interpreter's argument handling does)
+    fails on them."""
+    import triton.language  # noqa: F401
+
+    try:
+        import triton.experimental.gluon  # noqa: F401
+    except ImportError:
+        pass
 
 
 def compile_for(tk: TritonKernel, arch: int = 90, warp_size: int = 32):

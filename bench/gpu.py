@@ -1,0 +1,290 @@
+"""`python -m bench --gpu`: the GPU workloads of shared/BENCH.md on one CUDA
+device, in one process: lowering (`backend="gpu"`, called on torch CUDA
+tensors) against torch eager and torch.compile running the same formulas
+written in torch, each time as % of the device's measured copy bandwidth
+(bytes = inputs read once + outputs written once). Writes
+bench/results/<host>-gpu.{json,md}.
+
+Times are medians of `triton.testing.do_bench` (CUDA events, the L2 not
+flushed between calls unless --flush), each checked against a float64
+numpy reference (‖out − ref‖ / ‖ref‖ ≤ 1e-4). "first call" is the call
+that compiles (lowering: capture, passes, Triton source, Triton's compile
+of each kernel; torch.compile: Dynamo and Inductor), in this process."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results"
+BS_R, BS_V = 0.02, 0.30
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(prog="python -m bench --gpu", description=__doc__.splitlines()[0])
+    ap.add_argument("--only", default="", help="workload names, comma-separated (default all)")
+    ap.add_argument("--peers", default="torch,torch.compile",
+                    help="peers besides lowering (torch, torch.compile, torch.compile-max)")
+    ap.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
+    ap.add_argument("--flush", action="store_true", help="flush the L2 between timed calls")
+    ap.add_argument("--out-dir", type=Path, default=RESULTS)
+    ap.add_argument("--host", default=None, help="the results' file name (default: the GPU's)")
+    return ap.parse_args(argv)
+
+
+# ---- the workloads, as numpy programs (lowering compiles these) ------------------------
+
+def layernorm(x, w, b, eps=1e-5):
+    xc = x - x.mean(axis=-1, keepdims=True)
+    var = (xc * xc).mean(axis=-1, keepdims=True)
+    return xc / np.sqrt(var + eps) * w + b
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def gelu(x, b):
+    z = x + b
+    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+
+
+def rmsnorm(x, w, eps=1e-6):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def _cnd(d):
+    k = 1.0 / (1.0 + 0.2316419 * np.abs(d))
+    poly = k * (0.31938153 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978
+                                                                       + k * 1.330274429))))
+    ret = np.float32(0.3989422804014327) * np.exp(-0.5 * d * d) * poly
+    return np.where(d > 0, 1.0 - ret, ret)
+
+
+def black_scholes(S, K, T):
+    sqrt_t = np.sqrt(T)
+    d1 = (np.log(S / K) + (BS_R + 0.5 * BS_V * BS_V) * T) / (BS_V * sqrt_t)
+    d2 = d1 - BS_V * sqrt_t
+    c1, c2 = _cnd(d1), _cnd(d2)
+    k_exp = K * np.exp(-BS_R * T)
+    return S * c1 - k_exp * c2, k_exp * (1.0 - c2) - S * (1.0 - c1)
+
+
+# ---- the same formulas in torch (the peers) --------------------------------------------
+
+def torch_fns(torch):
+    def t_layernorm(x, w, b, eps=1e-5):
+        xc = x - x.mean(dim=-1, keepdim=True)
+        var = (xc * xc).mean(dim=-1, keepdim=True)
+        return xc / torch.sqrt(var + eps) * w + b
+
+    def t_softmax(x):
+        e = torch.exp(x - x.amax(dim=-1, keepdim=True))
+        return e / e.sum(dim=-1, keepdim=True)
+
+    def t_gelu(x, b):
+        z = x + b
+        return 0.5 * z * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
+
+    def t_rmsnorm(x, w, eps=1e-6):
+        return x / torch.sqrt(torch.mean(x * x, dim=-1, keepdim=True) + eps) * w
+
+    def t_cnd(d):
+        k = 1.0 / (1.0 + 0.2316419 * torch.abs(d))
+        poly = k * (0.31938153 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978
+                                                                           + k * 1.330274429))))
+        ret = 0.3989422804014327 * torch.exp(-0.5 * d * d) * poly
+        return torch.where(d > 0, 1.0 - ret, ret)
+
+    def t_black_scholes(S, K, T):
+        sqrt_t = torch.sqrt(T)
+        d1 = (torch.log(S / K) + (BS_R + 0.5 * BS_V * BS_V) * T) / (BS_V * sqrt_t)
+        d2 = d1 - BS_V * sqrt_t
+        c1, c2 = t_cnd(d1), t_cnd(d2)
+        k_exp = K * torch.exp(-BS_R * T)
+        return S * c1 - k_exp * c2, k_exp * (1.0 - c2) - S * (1.0 - c1)
+
+    return {"layernorm": t_layernorm, "softmax": t_softmax, "gelu": t_gelu,
+            "rmsnorm": t_rmsnorm, "black_scholes": t_black_scholes}
+
+
+def workloads(quick: bool):
+    """(name, numpy function, its torch twin's key, input shapes, kind)."""
+    big, small = ((1024, 1024), (512, 512)) if quick else ((16384, 4096), (4096, 4096))
+    n_bs = 1 << 20 if quick else 1 << 26
+    return [
+        (f"LayerNorm {small[0]}x{small[1]}", layernorm, "layernorm", [small, small[1:], small[1:]], "norm"),
+        (f"LayerNorm {big[0]}x{big[1]}", layernorm, "layernorm", [big, big[1:], big[1:]], "norm"),
+        (f"Softmax {small[0]}x{small[1]}", softmax, "softmax", [small], "x"),
+        (f"Softmax {big[0]}x{big[1]}", softmax, "softmax", [big], "x"),
+        (f"bias+GELU {big[0]}x{big[1]}", gelu, "gelu", [big, big[1:]], "x"),
+        (f"RMSNorm {big[0]}x{big[1]}", rmsnorm, "rmsnorm", [big, big[1:]], "norm"),
+        (f"Black-Scholes {n_bs >> 20}M", black_scholes, "black_scholes", [(n_bs,)] * 3, "bs"),
+    ]
+
+
+def make_inputs(shapes, kind, rng):
+    if kind == "bs":
+        n = shapes[0][0]
+        return [rng.uniform(5, 30, n).astype(np.float32), rng.uniform(1, 100, n).astype(np.float32),
+                rng.uniform(0.25, 10, n).astype(np.float32)]
+    out = [rng.standard_normal(shapes[0]).astype(np.float32)]
+    for s in shapes[1:]:
+        v = rng.standard_normal(s).astype(np.float32)
+        out.append((1 + 0.1 * v).astype(np.float32) if kind == "norm" and len(out) == 1
+                   else (0.1 * v).astype(np.float32))
+    return out
+
+
+def rel_err(got, ref) -> float:
+    got = np.asarray(got, np.float64)
+    if not np.all(np.isfinite(got)):
+        return math.inf
+    return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    import torch
+    import triton.testing as tt
+
+    import lowering
+
+    dev = torch.device("cuda")
+    name = torch.cuda.get_device_name(0)
+    host = args.host or name.replace(" ", "-").lower()
+    # the copy roofline: a large device-to-device copy, bytes read + written
+    n = 1 << 28  # 1 GiB of float32
+    a, b = torch.empty(n, device=dev), torch.empty(n, device=dev)
+    a.normal_()
+    t_copy = tt.do_bench(lambda: b.copy_(a), warmup=50, rep=300, return_mode="median")
+    copy_gbs = 2 * n * 4 / (t_copy * 1e-3) / 1e9
+    del a, b
+    print(f"{name}: copy {copy_gbs:.0f} GB/s", flush=True)
+    flush = None
+    if args.flush:
+        cache = torch.empty(64 << 20, dtype=torch.int8, device=dev)
+        flush = cache.zero_
+
+    def bench(fn):
+        if flush is None:
+            return tt.do_bench(fn, warmup=25, rep=200, return_mode="median")
+        return tt.do_bench(lambda: (flush(), fn()), warmup=25, rep=200, return_mode="median") - \
+            tt.do_bench(flush, warmup=25, rep=200, return_mode="median")
+
+    peers = [p for p in args.peers.split(",") if p]
+    tfns = torch_fns(torch)
+    only = {s.strip().lower() for s in args.only.split(",") if s.strip()}
+    rng = np.random.default_rng(0)
+    rows = []
+    for wname, fn, tkey, shapes, kind in workloads(args.quick):
+        if only and not any(o in wname.lower() for o in only):
+            continue
+        host_in = make_inputs(shapes, kind, rng)
+        with np.errstate(all="ignore"):
+            ref = fn(*[x.astype(np.float64) for x in host_in])
+        refs = ref if isinstance(ref, tuple) else (ref,)
+        dev_in = [torch.from_numpy(x).to(dev) for x in host_in]
+        nbytes = sum(x.nbytes for x in host_in) + sum(r.size * 4 for r in refs)
+        row = {"workload": wname, "bytes": nbytes, "roofline_ms": nbytes / copy_gbs / 1e6}
+        runs = {"lowering": lowering.compile(fn, backend="gpu")}
+        if "torch" in peers:
+            runs["torch"] = tfns[tkey]
+        if "torch.compile" in peers:
+            runs["torch.compile"] = torch.compile(tfns[tkey])
+        if "torch.compile-max" in peers:
+            runs["torch.compile-max"] = torch.compile(tfns[tkey], mode="max-autotune-no-cudagraphs")
+        for peer, f in runs.items():
+            entry = {}
+            try:
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                out = f(*dev_in)
+                torch.cuda.synchronize()
+                entry["first_call_ms"] = (time.perf_counter() - t0) * 1e3
+                outs = out if isinstance(out, tuple) else (out,)
+                entry["rel_err"] = max(rel_err(o.cpu().numpy(), r) for o, r in zip(outs, refs))
+                entry["ok"] = entry["rel_err"] <= 1e-4
+                entry["ms"] = bench(lambda: f(*dev_in))
+                entry["pct_roofline"] = 100 * row["roofline_ms"] / entry["ms"]
+                if peer == "lowering":
+                    entry["stats"] = dict(f.stats)
+                    prog = getattr(f, "_last_prog", None)
+                    if prog is not None and hasattr(prog, "run_device"):
+                        entry["kernels"] = len(prog.kernels)
+                        entry["kernels_ms"] = bench(lambda: prog.run_device(dev_in))
+                        entry["kernels_pct_roofline"] = 100 * row["roofline_ms"] / entry["kernels_ms"]
+            except Exception as e:  # a peer's failure is a row, not the end of the run
+                entry["error"] = f"{type(e).__name__}: {e}"[:300]
+            row[peer] = entry
+            print(wname, peer, {k: v for k, v in entry.items() if k != "stats"}, flush=True)
+        rows.append(row)
+    # W6: the per-call cost of x*2+1 on 16 float32 elements, device-resident
+    x16 = torch.randn(16, device=dev)
+
+    def w6(x):
+        return x * 2 + 1
+    c6 = lowering.compile(w6, backend="gpu")
+    c6(x16)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        c6(x16)
+    torch.cuda.synchronize()
+    w6_lowering = (time.perf_counter() - t0) / 2000 * 1e6
+    t0 = time.perf_counter()
+    for _ in range(2000):
+        w6(x16)
+    torch.cuda.synchronize()
+    w6_torch = (time.perf_counter() - t0) / 2000 * 1e6
+    result = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "device": name,
+              "copy_GBps": copy_gbs, "torch": torch.__version__,
+              "triton": __import__("triton").__version__, "python": platform.python_version(),
+              "flush_l2": bool(args.flush), "rows": rows,
+              "w6_us": {"lowering": w6_lowering, "torch": w6_torch}}
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    (args.out_dir / f"{host}-gpu.json").write_text(json.dumps(result, indent=1))
+    md = report(result, peers)
+    (args.out_dir / f"{host}-gpu.md").write_text(md)
+    print(md)
+    return 0
+
+
+def report(result, peers) -> str:
+    lines = [f"# GPU workloads — {result['device']}", "",
+             f"`python -m bench --gpu` — {result['date']}; torch {result['torch']}, "
+             f"triton {result['triton']}, Python {result['python']}; copy bandwidth "
+             f"{result['copy_GBps']:.0f} GB/s (the roofline); L2 "
+             f"{'flushed' if result['flush_l2'] else 'not flushed'} between calls; median ms "
+             "(% of roofline); ✗ = wrong result (rel. error > 1e-4)", "",
+             "| workload | roofline ms | lowering (call) | lowering (kernels only) | " +
+             " | ".join(peers) + " | lowering first call ms |",
+             "|---|---|---|---|" + "---|" * len(peers) + "---|"]
+
+    def cell(e):
+        if not e:
+            return "–"
+        if "error" in e:
+            return "error: " + e["error"].split(":")[0]
+        mark = "" if e.get("ok") else " ✗"
+        return f"{e['ms']:.3f} ({e['pct_roofline']:.0f}%){mark}"
+
+    for r in result["rows"]:
+        lo = r.get("lowering", {})
+        kern = f"{lo['kernels_ms']:.3f} ({lo['kernels_pct_roofline']:.0f}%), {lo['kernels']} kernels" \
+            if "kernels_ms" in lo else "–"
+        first = f"{lo['first_call_ms']:.0f}" if "first_call_ms" in lo else "–"
+        lines.append(f"| {r['workload']} | {r['roofline_ms']:.3f} | {cell(lo)} | {kern} | " +
+                     " | ".join(cell(r.get(p)) for p in peers) + f" | {first} |")
+    w6 = result["w6_us"]
+    lines += ["", f"W6 (x*2+1 on 16 elements, per call, device-resident): lowering "
+              f"{w6['lowering']:.1f} µs, torch eager {w6['torch']:.1f} µs", ""]
+    return "\n".join(lines)

@@ -1,0 +1,247 @@
+"""The GPU backend's program: the kernel level run as Triton kernels on a
+device (`runtime/gpu.py`: torch CUDA tensors, CuPy arrays, or host memory
+under Triton's interpreter).
+
+The emitter (`triton-emit`, `codegen/triton_kernel.py`) makes each
+`kernel.kernel` a `@triton.jit` function and its launch plan; this module
+lays the function-level ops out as steps over buffer slots, as the CPU
+backend does: allocations (device memory), views (`memref.cast`: the same
+slot), kernel launches (argument lists built once, at build time, but for
+the buffers and the strides of inputs) and externs:
+
+- a matmul without views: the device library's matmul (cuBLAS through torch
+  or CuPy), into the output buffer;
+- any other routine (numpy's: sorts, FFTs, a matmul of views, ...): its
+  operands copied to the host, numpy's routine, the result copied back —
+  correct, and slow; `explain` says which externs do this (`host_externs`).
+
+A program is called two ways:
+
+- `program(inputs)` with host (numpy) arrays, as the compiled function's
+  entry calls every backend: inputs are copied to the device, results
+  copied back, and every input the program writes in place (a slice
+  assignment into an argument) is copied back into the caller's array;
+- `program.run_device(arrays)` with arrays already on the device: results
+  stay there (arrays of the same kind), inputs are written in place.
+
+The device does not report IEEE floating-point flags, so `np.errstate` has
+no effect on what a GPU program does (as in torch and JAX): no warning, no
+FloatingPointError. Shapes are static: a kernel level with a dynamic size
+has no rule yet (the compiled function falls back to numpy with a warning)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import SSAValue
+
+from dialects import kernel as K
+from dialects import loop as L
+from runtime import gpu
+
+from ..codegen.triton_kernel import TritonKernel, emit_kernel, no_rule, root
+from . import interpreter
+from .numpy_ops import dtype_of
+
+
+@dataclass
+class Alloc:
+    slot: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+@dataclass
+class Launch:
+    kernel: TritonKernel
+    bufs: tuple[int, ...]  # slots, in the kernel's operand order
+    fixed: dict = field(default_factory=dict)  # run-time arguments known at build time
+    strides: tuple = ()  # (name, operand, dim) read off the buffers at each launch
+    grid: int = 0
+    fn: object = None  # the @triton.jit function, loaded at the first launch
+
+
+@dataclass
+class Extern:
+    op: L.ExternOp
+    ins: tuple[int, ...]
+    outs: tuple[int, ...]
+    matmul: str | None  # "nn", "nt", ... for a matmul of its own operands, else None
+
+
+def _written(k: K.KernelOp) -> set[int]:
+    """The operands of a kernel it stores into (through a view: its root)."""
+    roots = [root(b) for b in k.buffers]
+    out = set()
+    for op in k.body.walk():
+        if isinstance(op, L.StoreOp):
+            r = root(op.buffer)
+            out.update(j for j, x in enumerate(roots) if x == r)
+    return out
+
+
+class GpuProgram:
+    """One kernel-level function as steps on a device."""
+
+    def __init__(self, module: ModuleOp, device: gpu.Device | None = None):
+        self.device = device if device is not None else gpu.device()
+        f = next(o for o in module.ops if isinstance(o, func.FuncOp))
+        block = f.body.blocks[0]
+        slot: dict[SSAValue, int] = {a: i for i, a in enumerate(block.args)}
+        self.n_inputs = len(block.args)
+        n_slots = self.n_inputs
+        self.steps: list[Alloc | Launch | Extern] = []
+        self.kernels: list[TritonKernel] = []
+        self.host_externs: list[str] = []
+        written: set[int] = set()
+        self.outputs: tuple[int, ...] = ()
+        for op in block.ops:
+            if isinstance(op, memref.AllocOp):
+                t = op.memref.type
+                assert isinstance(t, MemRefType)
+                shape = tuple(t.get_shape())
+                if any(n < 0 for n in shape):
+                    raise no_rule("a buffer of a dynamic size (the GPU backend's shapes are "
+                                  "static)")
+                slot[op.memref] = n_slots
+                self.steps.append(Alloc(n_slots, shape, dtype_of(t.element_type)))
+                n_slots += 1
+            elif isinstance(op, memref.CastOp):
+                slot[op.dest] = slot[op.source]
+            elif isinstance(op, K.KernelOp):
+                tk = emit_kernel(op)
+                self.kernels.append(tk)
+                bufs = tuple(slot[b] for b in op.buffers)
+                written.update(bufs[j] for j in _written(op))
+                self.steps.append(self._launch(tk, bufs))
+            elif isinstance(op, L.ExternOp):
+                n = op.num_inputs.value.data
+                ins = tuple(slot[b] for b in op.buffers[:n])
+                outs = tuple(slot[b] for b in op.buffers[n:])
+                fn = op.fn.data
+                mm = (fn[7:] or "nn") if fn.startswith("matmul") and op.body is None else None
+                if mm is None:
+                    self.host_externs.append(fn)
+                written.update(outs)
+                self.steps.append(Extern(op, ins, outs, mm))
+            elif isinstance(op, func.ReturnOp):
+                self.outputs = tuple(slot[v] for v in op.arguments)
+            elif isinstance(op, L.KernelOp):
+                raise no_rule("loop.kernel (a kernel not yet scheduled)")
+            else:
+                raise no_rule(f"{op.name} at function level")
+        self.n_slots = n_slots
+        # a host call's results are copies of device memory: never the caller's arrays
+        self.fresh = tuple(True for _ in self.outputs)
+        # inputs the program writes in place: copied back to a host caller's arrays
+        self.inputs_written = tuple(sorted(s for s in written if s < self.n_inputs))
+        self._lock = threading.Lock()
+
+    @property
+    def kernel_bodies(self) -> int:
+        """Distinct kernel functions (kernels sharing a body share one)."""
+        return len({tk.source for tk in self.kernels})
+
+    @staticmethod
+    def _launch(tk: TritonKernel, bufs: tuple[int, ...]) -> Launch:
+        from .triton_launch import param_value
+
+        fixed: dict[str, object] = {}
+        strides = []
+        for a in tk.args:
+            if a.kind == "param":
+                fixed[a.name] = param_value(tk.param_values[a.index], a.sig)
+            elif a.kind == "extent":
+                fixed[a.name] = tk.first_extent
+            elif a.kind == "stride":
+                strides.append((a.name, a.index, a.dim))
+        return Launch(tk, bufs, fixed, tuple(strides), tk.programs(fixed))
+
+    # ---- running ----
+    def __call__(self, inputs):
+        """Host arrays in, host arrays out (see the module's text)."""
+        dev = self.device
+        with self._lock:
+            arrays = [dev.from_host(np.asarray(x)) if isinstance(x, np.ndarray) else
+                      dev.from_host(np.asarray(x)) for x in inputs]
+            outs = self._run(arrays)
+            for s in self.inputs_written:
+                target = inputs[s]
+                if isinstance(target, np.ndarray):
+                    dev.copy_to_host(arrays[s], target)
+            return [dev.to_host(o) for o in outs]
+
+    def run_device(self, arrays):
+        """Device arrays in (the device's kind), device arrays out."""
+        with self._lock:
+            return self._run(list(arrays))
+
+    def _run(self, arrays: list) -> list:
+        dev = self.device
+        vals = arrays + [None] * (self.n_slots - len(arrays))
+        for st in self.steps:
+            if isinstance(st, Launch):
+                if st.grid == 0:
+                    continue
+                bufs = [vals[s] for s in st.bufs]
+                self._run_kernel(st, bufs)
+            elif isinstance(st, Alloc):
+                vals[st.slot] = dev.empty(st.shape, st.dtype)
+            else:
+                self._run_extern(st, vals)
+        return [vals[s] for s in self.outputs]
+
+    def _run_kernel(self, st: Launch, bufs: list) -> None:
+        dev = self.device
+        tk = st.kernel
+        if st.fn is None:
+            from .triton_launch import load
+
+            st.fn = load(tk, interpret=dev.interpreted)
+        args = dict(st.fixed)
+        for name, j, d in st.strides:
+            x = bufs[j]
+            args[name] = int(x.strides[d] // x.itemsize) if isinstance(x, np.ndarray) or \
+                not callable(getattr(x, "stride", None)) else int(x.stride(d))
+        values = [dev.launch_arg(bufs[a.index]) if a.kind == "buffer" else args[a.name]
+                  for a in tk.args]
+        if dev.interpreted:
+            with np.errstate(all="ignore"):
+                st.fn[(st.grid,)](*values, **tk.constexprs)
+        else:
+            st.fn[(st.grid,)](*values, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
+
+    def _run_extern(self, st: Extern, vals: list) -> None:
+        dev = self.device
+        if st.matmul is not None:
+            a, b = (_swap(vals[s]) if t == "t" else vals[s] for s, t in zip(st.ins, st.matmul))
+            dev.matmul(a, b, vals[st.outs[0]])
+            return
+        # numpy's routine on host copies (interpreter.extern: the reference's rules)
+        host = {s: dev.to_host(vals[s]) for s in st.ins + st.outs}
+        run = interpreter.Interpreter.__new__(interpreter.Interpreter)
+        run.bufs = {b: host[s] for b, s in zip(st.op.buffers, st.ins + st.outs)}
+        run.extern(st.op)
+        for s in st.outs:
+            back = dev.from_host(host[s])
+            out = vals[s]
+            if isinstance(out, np.ndarray):
+                out[...] = back
+            else:
+                out.copy_(back) if hasattr(out, "copy_") else out.set(host[s])
+
+
+def _swap(x):
+    return x.swapaxes(-1, -2) if hasattr(x, "swapaxes") else x.transpose(-1, -2)
+
+
+def build(module: ModuleOp, stage) -> GpuProgram:
+    """The program of a kernel-level module (stage: the pipeline's timer of
+    the emitter's stages, `pipeline.EMITTERS["gpu"]`)."""
+    with stage("triton-emit"):
+        prog = GpuProgram(module)
+    return prog

@@ -1,0 +1,144 @@
+"""Calls of a `backend="gpu"` function on device arrays (torch CUDA tensors,
+CuPy arrays, `__cuda_array_interface__` producers): results come back as
+arrays of the same kind, on the device, and arguments written in place are
+written on the device.
+
+A device call is served by a device entry, keyed by what the call's
+arguments are made of: each device array's kind, shape, dtype and strides;
+each other argument's type and value (None, bool, int, float, str). A miss
+runs the call as any call runs, on host copies of the device arrays (it
+traces and compiles where no entry serves them), copies back to the device
+every argument it wrote and the results; where the entry that served it is
+one graph that reads no Python state, draws no random numbers and returns
+its results as they are (`Entry.device`), later calls with the same key run
+its program on the device arrays directly, with no guard walk and no copy.
+Anything else keeps running on host copies — correct, and slow: the log
+`graph_breaks` says why once per key (a graph break, Python state, random
+numbers, a result that is a view, host arrays mixed with device arrays)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from runtime import gpu
+
+from . import pytree
+from .capture.tracer import apply_plan
+from .config import logger
+
+_SCALARS = (type(None), bool, int, float, str)
+
+
+def _device_of(leaves) -> tuple[gpu.Device | None, list[int]]:
+    dev, where = None, []
+    for i, x in enumerate(leaves):
+        d = gpu.of(x)
+        if d is None:
+            continue
+        if dev is not None and d is not dev:
+            raise TypeError(f"argument leaf {i} is a {d.name} array and another is a "
+                            f"{dev.name} array: one call takes arrays of one kind")
+        dev = d
+        where.append(i)
+    return dev, where
+
+
+def has_device_arrays(leaves) -> bool:
+    return any(not isinstance(x, (np.ndarray, *_SCALARS)) and gpu.of(x) is not None
+               for x in leaves)
+
+
+def _key(treedef, leaves, dev) -> tuple | None:
+    parts: list[Any] = [treedef]
+    for x in leaves:
+        if isinstance(x, _SCALARS):
+            parts.append((type(x), x))
+        elif dev.owns(x):
+            parts.append(("D", tuple(x.shape), str(x.dtype), _strides(x)))
+        else:
+            return None  # host arrays or objects beside device arrays: no device entry
+    return tuple(parts)
+
+
+def _strides(x) -> tuple[int, ...]:
+    s = x.stride() if callable(getattr(x, "stride", None)) else x.strides
+    return tuple(int(v) for v in s)
+
+
+def call(cf, args, kwargs, leaves, treedef):
+    """The compiled function `cf` called with device arrays among `leaves`."""
+    dev, where = _device_of(leaves)
+    assert dev is not None
+    entries = cf.__dict__.setdefault("_device_entries", {})
+    key = _key(treedef, leaves, dev)
+    run = entries.get(key) if key is not None else None
+    if run is not None:
+        cf.stats["cache_hits"] += 1
+        return run(leaves)
+    host = [dev.to_host(x) if i in where else x for i, x in enumerate(leaves)]
+    before = {i: np.array(host[i], copy=True) for i in where}
+    hargs, hkwargs = pytree.unflatten(treedef, host)
+    out = cf(*hargs, **hkwargs)  # this call, once: on host copies (compiles on a miss)
+    # arguments the call wrote go back to the caller's device arrays
+    for i, old in before.items():
+        if not _same(host[i], old):
+            _write(dev, leaves[i], host[i])
+    if key is not None:
+        # the entry that serves these arguments (found by their values before the call)
+        unchanged = [before.get(i, x) for i, x in enumerate(host)]
+        entry = _entry_of(cf, unchanged, treedef)
+        why = _why_not(cf, entry)
+        if why is None:
+            entries[key] = _device_runner(dev, entry)
+        else:
+            logger("graph_breaks").info("%s on %s arrays runs on host copies: %s",
+                                        cf.__qualname__, dev.name, why)
+    return _to_device(dev, out)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.tobytes() == b.tobytes()
+
+
+def _entry_of(cf, host, treedef):
+    tree = pytree.unflatten(treedef, host)
+    for e in reversed(cf.entries):
+        g = e.gvals(host, tree)
+        if g is not None and e.guards(treedef, host, g):
+            return e
+    return None
+
+
+def _why_not(cf, entry) -> str | None:
+    if cf._failed is not None:
+        return f"its compile failed ({cf._failed})"
+    if entry is None:
+        return "no compiled entry serves these arguments (an eager fallback)"
+    if getattr(entry, "device", None) is None:
+        return entry.__dict__.get("device_why", "the entry is not one plain graph")
+    return None
+
+
+def _device_runner(dev, entry):
+    prog, bindings, out_plan = entry.device
+
+    def run(leaves):
+        results = prog.run_device([leaves[b] for b in bindings])
+        return apply_plan(out_plan, list(results), leaves)
+    return run
+
+
+def _write(dev, target, host: np.ndarray) -> None:
+    new = dev.from_host(host)
+    if hasattr(target, "copy_"):
+        target.copy_(new)
+    else:
+        target[...] = new
+
+
+def _to_device(dev, out):
+    leaves, tdef = pytree.flatten(out)
+    leaves = [dev.from_host(x) if isinstance(x, np.ndarray) else x for x in leaves]
+    return pytree.unflatten(tdef, leaves)

@@ -1,0 +1,288 @@
+"""Device memory for the GPU backend: where its buffers live and how arrays
+get there and back. One `Device` per kind of array library:
+
+- `TorchDevice`: torch CUDA tensors (Triton's launcher takes them as they are).
+- `CupyDevice`: CuPy arrays, handed to Triton's launcher through `Pointer`
+  (the `data_ptr()` and `dtype` it reads of a tensor argument).
+- `HostDevice`: numpy arrays in host memory, for Triton's interpreter
+  (`TRITON_INTERPRET=1` semantics): the GPU backend's programs run on a
+  machine without a GPU, step for step as on the device, so that the
+  plan (buffers, aliasing, launches, externs, copies back) is tested in CI.
+
+`device()` picks one: the `LOWERING_GPU` environment variable
+(`torch`, `cupy`, `interpret`), else torch with CUDA, else CuPy with a
+device, else none (`NoDevice` says what is missing). `of(x)` is the device
+an array argument already lives on (a torch CUDA tensor, a CuPy array, any
+`__cuda_array_interface__` producer through CuPy), or None for host arrays.
+
+Nothing here imports torch, CuPy or Triton before a function needs them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+
+class NoDevice(RuntimeError):
+    """backend="gpu" on a machine where no CUDA array library finds a device."""
+
+
+class Pointer:
+    """A device buffer as Triton's launcher reads a tensor argument: its
+    address and element type (`str(dtype)` names it, as torch's does)."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr: int, dtype):
+        self.ptr = ptr
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.ptr
+
+
+class Device:
+    name = "?"
+    interpreted = False  # kernels run in Triton's interpreter (host memory)
+
+    def empty(self, shape: Sequence[int], dtype: np.dtype):
+        raise NotImplementedError
+
+    def from_host(self, a: np.ndarray):
+        """A device copy of a host array, its strides kept (a view's
+        layout is what the program was compiled for)."""
+        raise NotImplementedError
+
+    def to_host(self, x) -> np.ndarray:
+        raise NotImplementedError
+
+    def copy_to_host(self, x, out: np.ndarray) -> None:
+        """Write device array `x` into the caller's host array `out` (an
+        input the program updated in place)."""
+        out[...] = self.to_host(x)
+
+    def launch_arg(self, x):
+        """What Triton's launcher is given for buffer `x`."""
+        return x
+
+    def matmul(self, a, b, out) -> None:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        pass
+
+    def owns(self, x) -> bool:
+        """Whether `x` is an array of this device's kind."""
+        return False
+
+
+class TorchDevice(Device):
+    name = "torch"
+
+    def __init__(self):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise NoDevice("torch finds no CUDA device")
+        self.torch = torch
+        self.dev = torch.device("cuda")
+
+    def dtype(self, dt: np.dtype):
+        return _torch_dtype(self.torch, np.dtype(dt))
+
+    def empty(self, shape, dtype):
+        return self.torch.empty(tuple(shape), dtype=self.dtype(dtype), device=self.dev)
+
+    def from_host(self, a):
+        # torch keeps a dense layout (C or F order) in the copy; anything else
+        # arrives C-contiguous, which a kernel compiled for strided inputs
+        # reads through the strides it is given at each launch
+        t = self.torch
+        a = np.asarray(a)
+        if any(s < 0 for s in a.strides):
+            a = np.ascontiguousarray(a)
+        if a.dtype == np.bool_:
+            return t.from_numpy(a.view(np.uint8)).to(self.dev).view(t.bool)
+        return t.from_numpy(a).to(self.dev)
+
+    def to_host(self, x):
+        return x.cpu().numpy()
+
+    def matmul(self, a, b, out):
+        self.torch.matmul(a, b, out=out)
+
+    def synchronize(self):
+        self.torch.cuda.synchronize()
+
+    def owns(self, x):
+        return isinstance(x, self.torch.Tensor) and x.is_cuda
+
+
+class CupyDevice(Device):
+    name = "cupy"
+
+    def __init__(self):
+        import cupy
+
+        try:
+            if cupy.cuda.runtime.getDeviceCount() < 1:
+                raise NoDevice("CuPy finds no CUDA device")
+        except cupy.cuda.runtime.CUDARuntimeError as e:
+            raise NoDevice(f"CuPy finds no CUDA device ({e})") from e
+        self.cp = cupy
+
+    def empty(self, shape, dtype):
+        return self.cp.empty(tuple(shape), dtype=np.dtype(dtype))
+
+    def from_host(self, a):
+        a = np.asarray(a)
+        out = self.cp.empty_like(a) if a.flags.c_contiguous or a.flags.f_contiguous \
+            else self.cp.empty(a.shape, a.dtype)
+        out.set(a if out.strides == a.strides else np.ascontiguousarray(a))
+        return out
+
+    def to_host(self, x):
+        return self.cp.asnumpy(x)
+
+    def launch_arg(self, x):
+        return Pointer(x.data.ptr, x.dtype)
+
+    def matmul(self, a, b, out):
+        self.cp.matmul(a, b, out=out)
+
+    def synchronize(self):
+        self.cp.cuda.runtime.deviceSynchronize()
+
+    def owns(self, x):
+        return isinstance(x, self.cp.ndarray)
+
+
+class _HostStorage:
+    def __init__(self, a: np.ndarray):
+        self.a = a
+
+    def data_ptr(self) -> int:
+        return self.a.ctypes.data
+
+    def cpu(self):
+        return self
+
+    def copy_(self, other) -> None:  # the same host memory: nothing to copy back
+        pass
+
+
+class HostArray:
+    """A numpy array as the Triton interpreter's tensor protocol (data_ptr,
+    dtype, storage): kernels read and write the array's own memory."""
+
+    def __init__(self, a: np.ndarray, dtype):
+        self.a = a
+        self.dtype = dtype
+
+    def data_ptr(self) -> int:
+        return self.a.ctypes.data
+
+    def untyped_storage(self):
+        return _HostStorage(self.a)
+
+    def new_empty(self, *args, **kwargs):
+        return self
+
+    def set_(self, *args):
+        return self
+
+    def storage_offset(self) -> int:
+        return 0
+
+    def size(self):
+        return self.a.shape
+
+    def stride(self, d: int | None = None):
+        s = tuple(x // self.a.itemsize for x in self.a.strides)
+        return s if d is None else s[d]
+
+
+class HostDevice(Device):
+    """Host memory, kernels in Triton's interpreter."""
+
+    name = "interpret"
+    interpreted = True
+
+    def empty(self, shape, dtype):
+        return np.empty(tuple(shape), np.dtype(dtype))
+
+    def from_host(self, a):
+        return np.array(a, copy=True, order="K")
+
+    def to_host(self, x):
+        return np.array(x, copy=True)
+
+    def launch_arg(self, x):
+        return HostArray(x, tl_dtype(x.dtype))
+
+    def matmul(self, a, b, out):
+        np.matmul(a, b, out=out)
+
+    def owns(self, x):
+        return False
+
+
+def tl_dtype(dt: np.dtype):
+    import triton.language as tl
+
+    dt = np.dtype(dt)
+    if dt == np.bool_:
+        return tl.int1
+    return getattr(tl, dt.name)
+
+
+def _torch_dtype(torch, dt: np.dtype):
+    if dt == np.bool_:
+        return torch.bool
+    return getattr(torch, dt.name)
+
+
+KINDS = {"torch": TorchDevice, "cupy": CupyDevice, "interpret": HostDevice}
+
+
+@lru_cache(maxsize=None)
+def _make(kind: str) -> Device:
+    return KINDS[kind]()
+
+
+def device(kind: str | None = None) -> Device:
+    """The device the GPU backend runs on (see the module's text)."""
+    kind = kind or os.environ.get("LOWERING_GPU") or None
+    if kind is not None:
+        if kind not in KINDS:
+            raise ValueError(f"LOWERING_GPU must be one of {', '.join(KINDS)}, got {kind!r}")
+        return _make(kind)
+    why = []
+    for k in ("torch", "cupy"):
+        try:
+            return _make(k)
+        except ImportError:
+            why.append(f"{k} is not installed")
+        except NoDevice as e:
+            why.append(str(e))
+    raise NoDevice("backend='gpu' needs a CUDA device through torch or CuPy (" +
+                   "; ".join(why) + "); LOWERING_GPU=interpret runs its kernels in Triton's "
+                   "interpreter on the CPU")
+
+
+def of(x) -> Device | None:
+    """The device an array argument lives on, None for a host array."""
+    if isinstance(x, np.ndarray) or not hasattr(x, "__cuda_array_interface__") and \
+            type(x).__module__.split(".")[0] not in ("torch", "cupy"):
+        return None
+    mod = type(x).__module__.split(".")[0]
+    if mod == "torch":
+        return _make("torch") if getattr(x, "is_cuda", False) else None
+    if mod == "cupy":
+        return _make("cupy")
+    if hasattr(x, "__cuda_array_interface__"):
+        return _make("cupy")
+    return None

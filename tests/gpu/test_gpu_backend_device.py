@@ -1,0 +1,98 @@
+"""backend="gpu" on a CUDA device: compiled functions called with numpy
+arrays (copied in and out), torch CUDA tensors and CuPy arrays (results of
+the same kind, writes into the caller's device arrays), against numpy.
+
+Marked `gpu`: skipped without torch and a CUDA device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not _cuda(), reason="needs torch and an NVIDIA GPU (gpu marker)")]
+
+import lowering  # noqa: E402
+from lowering.examples import gelu, layernorm, rmsnorm, softmax  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def on_device(monkeypatch):
+    monkeypatch.delenv("LOWERING_GPU", raising=False)
+
+
+def close(got, want, rtol=1e-5, atol=1e-5):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+@settings(max_examples=20, deadline=None)
+@given(hnp.arrays(np.float32, st.tuples(st.integers(1, 9), st.integers(1, 300)),
+                  elements=st.one_of(st.floats(-30, 30, width=32),
+                                     st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan]))))
+def test_numpy_inputs_softmax_and_rmsnorm(x):
+    f, g = lowering.compile(softmax, backend="gpu"), lowering.compile(rmsnorm, backend="gpu")
+    w = np.linspace(-2, 2, x.shape[1], dtype=np.float32)
+    with np.errstate(all="ignore"):
+        close(f(x), softmax(x))
+        close(g(x, w), rmsnorm(x, w), rtol=1e-4, atol=1e-5)
+    assert f.stats["eager_fallbacks"] == 0 and g.stats["eager_fallbacks"] == 0
+
+
+def test_torch_tensors_in_torch_tensors_out():
+    import torch
+
+    rng = np.random.default_rng(0)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 512), (512,), (512,)))
+    f = lowering.compile(layernorm, backend="gpu")
+    for _ in range(3):  # host copies once, then the device entry
+        tx, tw, tb = (torch.from_numpy(a).cuda() for a in (x, w, b))
+        got = f(tx, tw, tb)
+        assert isinstance(got, torch.Tensor) and got.is_cuda
+        close(got.cpu().numpy(), layernorm(x, w, b), rtol=1e-4, atol=1e-5)
+    assert f.stats["compiles"] == 1 and f.stats["cache_hits"] == 2
+    g = lowering.compile(gelu, backend="gpu")
+    got = g(torch.from_numpy(x).cuda(), torch.from_numpy(b).cuda())
+    close(got.cpu().numpy(), gelu(x, b), rtol=1e-5, atol=1e-5)
+
+
+def test_torch_arguments_written_in_place_and_matmul():
+    import torch
+
+    def step(a, m, v):
+        a[:, :2] = (m @ v)[:, None] * 0.5
+        return np.tanh(a)
+
+    rng = np.random.default_rng(1)
+    a, m, v = rng.standard_normal((128, 8)), rng.standard_normal((128, 96)), rng.standard_normal(96)
+    f = lowering.compile(step, backend="gpu")
+    for _ in range(2):
+        ta = torch.from_numpy(a.copy()).cuda()
+        got = f(ta, torch.from_numpy(m).cuda(), torch.from_numpy(v).cuda())
+        a2 = a.copy()
+        want = step(a2, m, v)
+        close(got.cpu().numpy(), want, rtol=1e-12, atol=1e-12)
+        close(ta.cpu().numpy(), a2, rtol=1e-12, atol=1e-12)
+
+
+def test_cupy_arrays():
+    cp = pytest.importorskip("cupy")
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((32, 200)).astype(np.float32)
+    f = lowering.compile(softmax, backend="gpu")
+    for _ in range(2):
+        got = f(cp.asarray(x))
+        assert isinstance(got, cp.ndarray)
+        close(cp.asnumpy(got), softmax(x))
+    assert f.stats["cache_hits"] == 1

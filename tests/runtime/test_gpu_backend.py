@@ -1,0 +1,233 @@
+"""backend="gpu" without a GPU: the program's steps (allocations, views,
+Triton launches, device and host externs, copies back of arguments written
+in place) run on host memory with every kernel in Triton's interpreter
+(`LOWERING_GPU=interpret`), against numpy; device-array calls through a
+stand-in device whose arrays are not numpy's (`Box`), so that results of
+the caller's kind, writes into the caller's arrays and the device entries'
+cache are checked the same way."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+pytest.importorskip("triton")
+
+import lowering  # noqa: E402
+from lowering.examples import layernorm, softmax  # noqa: E402
+from runtime import gpu  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def interpreted(monkeypatch):
+    monkeypatch.setenv("LOWERING_GPU", "interpret")
+
+
+def compiled(fn):
+    return lowering.compile(fn, backend="gpu")
+
+
+def no_warnings():
+    w = warnings.catch_warnings()
+    w.__enter__()
+    warnings.simplefilter("error", RuntimeWarning)
+    return w
+
+
+finite32 = st.floats(-8, 8, width=32)
+edge32 = st.sampled_from([0.0, -0.0, 1.0, np.nan, np.inf, -np.inf, 1e-38, 3e38])
+
+
+@settings(max_examples=15, deadline=None)
+@given(hnp.arrays(np.float32, st.tuples(st.integers(0, 5), st.integers(1, 40)),
+                  elements=st.one_of(finite32, edge32)))
+def test_softmax_matches_numpy(x):
+    f = compiled(softmax)
+    with np.errstate(all="ignore"):
+        want = softmax(x)
+    np.testing.assert_allclose(f(x), want, rtol=1e-5, atol=1e-6, equal_nan=True)
+    assert f.stats["eager_fallbacks"] == 0
+
+
+def test_layernorm_f_order_and_strided_inputs():
+    rng = np.random.default_rng(0)
+    f = compiled(layernorm)
+    w, b = rng.standard_normal(48, np.float32), rng.standard_normal(48, np.float32)
+    base = rng.standard_normal((10, 96), np.float32)
+    for x in (base[:, :48].copy(), np.asfortranarray(base[:, :48]), base[::2, ::2]):
+        np.testing.assert_allclose(f(x, w, b), layernorm(x, w, b), rtol=2e-5, atol=2e-5)
+    assert f.stats["eager_fallbacks"] == 0 and f.stats["compiles"] == 3
+
+
+def test_writes_into_arguments_reach_the_caller():
+    def update(a, b):
+        a[1:3] = b * 2
+        a[0] += 1
+        return a.sum()
+
+    f = compiled(update)
+    a, b = np.arange(20.0).reshape(4, 5), np.linspace(-1, 1, 5)
+    a2 = a.copy()
+    got, want = f(a, b), update(a2, b)
+    assert got == want and np.array_equal(a, a2)
+    got = f(a, b)  # the cached entry
+    assert got == update(a2, b) and np.array_equal(a, a2)
+    assert f.stats["cache_hits"] == 1 and f.stats["eager_fallbacks"] == 0
+
+
+def test_matmul_runs_on_the_device_library_and_sort_on_the_host():
+    def mm(a, b):
+        return np.tanh(a @ b) + 1
+
+    def sorted_rows(x):
+        return np.sort(x * 2, axis=1)[:, :3]
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((40, 64)), rng.standard_normal((64, 48))
+    f = compiled(mm)
+    np.testing.assert_allclose(f(a, b), mm(a, b), rtol=1e-12)
+    prog = f._last_prog
+    assert prog.host_externs == [] and any(st.matmul for st in prog.steps
+                                           if hasattr(st, "matmul"))
+    g = compiled(sorted_rows)
+    x = rng.standard_normal((4, 7))
+    np.testing.assert_array_equal(g(x), sorted_rows(x))
+    assert g._last_prog.host_externs and g.stats["eager_fallbacks"] == 0
+
+
+def test_zero_size_and_scalar_results():
+    def f(x):
+        return (x * 3).sum(), x + 1
+
+    c = compiled(f)
+    for x in (np.zeros((0, 4), np.float32), np.ones((1, 1), np.float32)):
+        got, want = c(x), f(x)
+        assert np.asarray(got[0]) == want[0] and np.array_equal(got[1], want[1])
+
+
+def test_a_kernel_without_a_triton_rule_falls_back_with_a_warning():
+    def scan(x):
+        return np.cumsum(x, axis=0) * 2
+
+    f = compiled(scan)
+    x = np.arange(12.0).reshape(4, 3)
+    with pytest.warns(RuntimeWarning, match="triton: no rule"):
+        got = f(x)
+    np.testing.assert_array_equal(got, scan(x))
+
+
+def test_no_device_is_a_clear_warning(monkeypatch):
+    monkeypatch.setenv("LOWERING_GPU", "")
+
+    def no_device(kind):
+        raise gpu.NoDevice("no CUDA device here")
+    monkeypatch.setattr(gpu, "_make", no_device)
+    f = compiled(softmax)
+    x = np.ones((2, 3), np.float32)
+    with pytest.warns(RuntimeWarning, match="backend='gpu' needs a CUDA device"):
+        np.testing.assert_array_equal(f(x), softmax(x))
+
+
+# ---- calls on device arrays --------------------------------------------------------
+
+class Box:
+    """A device array that is not a numpy array: its memory a host array."""
+
+    def __init__(self, a: np.ndarray):
+        self.a = a
+
+    shape = property(lambda self: self.a.shape)
+    dtype = property(lambda self: self.a.dtype)
+    strides = property(lambda self: self.a.strides)
+    itemsize = property(lambda self: self.a.itemsize)
+
+    def __setitem__(self, k, v):
+        self.a[k] = v.a if isinstance(v, Box) else v
+
+
+class BoxDevice(gpu.HostDevice):
+    name = "box"
+
+    def empty(self, shape, dtype):
+        return Box(np.empty(tuple(shape), np.dtype(dtype)))
+
+    def from_host(self, a):
+        return Box(np.array(a, copy=True, order="K"))
+
+    def to_host(self, x):
+        return np.array(x.a, copy=True)
+
+    def launch_arg(self, x):
+        return gpu.HostArray(x.a, gpu.tl_dtype(x.dtype))
+
+    def matmul(self, a, b, out):
+        np.matmul(a.a, b.a, out=out.a)
+
+    def owns(self, x):
+        return isinstance(x, Box)
+
+
+@pytest.fixture
+def box_device(monkeypatch):
+    dev = BoxDevice()
+    monkeypatch.setattr(gpu, "device", lambda kind=None: dev)
+    monkeypatch.setattr(gpu, "of", lambda x: dev if isinstance(x, Box) else None)
+    return dev
+
+
+def test_device_arrays_in_device_arrays_out(box_device):
+    rng = np.random.default_rng(2)
+    x, w, b = (rng.standard_normal(s, np.float32) for s in ((6, 32), (32,), (32,)))
+    f = compiled(layernorm)
+    got = f(Box(x), Box(w), Box(b))
+    assert isinstance(got, Box)
+    np.testing.assert_allclose(got.a, layernorm(x, w, b), rtol=2e-5, atol=2e-5)
+    x2 = rng.standard_normal((6, 32), np.float32)
+    got = f(Box(x2), Box(w), Box(b))  # the device entry: no guard walk, no compile
+    np.testing.assert_allclose(got.a, layernorm(x2, w, b), rtol=2e-5, atol=2e-5)
+    assert f.stats["compiles"] == 1 and f.stats["cache_hits"] == 1
+    f(Box(x2[:3]), Box(w), Box(b))  # another shape: compiles again
+    assert f.stats["compiles"] == 2
+
+
+def test_device_arguments_written_in_place(box_device):
+    def update(a, b):
+        a[:, 1] = b * 3
+        return a * 2
+
+    f = compiled(update)
+    a, b = np.zeros((3, 4)), np.arange(3.0)
+    box = Box(a.copy())
+    got = f(box, Box(b))
+    want = update(a, b)
+    assert isinstance(got, Box)
+    np.testing.assert_array_equal(got.a, want)
+    np.testing.assert_array_equal(box.a, a)
+    box2 = Box(np.ones((3, 4)))
+    f(box2, Box(b))  # the device entry writes the device array itself
+    a2 = np.ones((3, 4))
+    update(a2, b)
+    np.testing.assert_array_equal(box2.a, a2)
+
+
+def test_device_calls_with_a_graph_break_run_on_host_copies(box_device):
+    def branchy(x, n):
+        y = x * 2
+        if float(y.sum()) > 0:  # a value Python needs: a graph break
+            y = y + n
+        x[0] = 7.0
+        return y
+
+    f = compiled(branchy)
+    x = np.arange(4.0)
+    box = Box(x.copy())
+    got = f(box, 3)
+    want = branchy(x, 3)
+    assert isinstance(got, Box)
+    np.testing.assert_array_equal(got.a, want)
+    np.testing.assert_array_equal(box.a, x)  # the write reached the device array
