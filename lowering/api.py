@@ -934,13 +934,13 @@ def _device_why(prog, bindings, draws, convert, plan: StatePlan, gvals, trace, n
         return "its program is not a GPU program"
     if draws:
         return "it draws random numbers"
-    if plan.writes or gvals:
-        return "it reads or writes Python state"
+    if plan.writes:
+        return "it writes Python state"
     if trace.specialized:
         return "it is specialized on argument values"
     if any(c is not None for c in convert) or not all(type(b) is int and b < n
                                                       for b in bindings):
-        return "its graph reads converted arguments"
+        return "its graph reads converted arguments or arrays of Python state"
     for leaf in trace.plan.leaves:
         if leaf[0] == "copy" or leaf[0] == "out" and leaf[2]:
             return "a result is a view or a copy made outside the graph"

@@ -9,9 +9,11 @@ each other argument's type and value (None, bool, int, float, str). A miss
 runs the call as any call runs, on host copies of the device arrays (it
 traces and compiles where no entry serves them), copies back to the device
 every argument it wrote and the results; where the entry that served it is
-one graph that reads no Python state, draws no random numbers and returns
-its results as they are (`Entry.device`), later calls with the same key run
-its program on the device arrays directly, with no guard walk and no copy.
+one graph that writes no Python state, reads no array of it, draws no
+random numbers and returns its results as they are (`Entry.device`), later
+calls with the same key check the entry's guards on the Python state it
+reads (a helper function, a constant), then run its program on the device
+arrays directly, with no copy.
 Anything else keeps running on host copies — correct, and slow: the log
 `graph_breaks` says why once per key (a graph break, Python state, random
 numbers, a result that is a view, host arrays mixed with device arrays)."""
@@ -27,6 +29,7 @@ from runtime import gpu
 from . import pytree
 from .capture.tracer import apply_plan
 from .config import logger
+from .fastpath import MISS
 
 _SCALARS = (type(None), bool, int, float, str)
 
@@ -75,8 +78,10 @@ def call(cf, args, kwargs, leaves, treedef):
     key = _key(treedef, leaves, dev)
     run = entries.get(key) if key is not None else None
     if run is not None:
-        cf.stats["cache_hits"] += 1
-        return run(leaves)
+        r = run(leaves, (args, kwargs))
+        if r is not MISS:
+            cf.stats["cache_hits"] += 1
+            return r
     host = [dev.to_host(x) if i in where else x for i, x in enumerate(leaves)]
     before = {i: np.array(host[i], copy=True) for i in where}
     hargs, hkwargs = pytree.unflatten(treedef, host)
@@ -122,10 +127,18 @@ def _why_not(cf, entry) -> str | None:
 
 
 def _device_runner(dev, entry):
+    """The device entry's call: the entry's guards on the Python state the
+    function reads (a helper function, a constant: its `G` checks), then
+    its program on the caller's arrays; MISS where a guard fails."""
     prog, bindings, out_plan = entry.device
+    state = [c for c in entry.guards.checks if c.where == "G"]
 
-    def run(leaves):
-        results = prog.run_device([leaves[b] for b in bindings])
+    def run(leaves, tree):
+        if state:
+            g = entry.gvals(leaves, tree)
+            if g is None or any(c.failure(leaves, g) for c in state):
+                return MISS
+        results = prog.run_device([leaves[b] for b in bindings], dev)
         return apply_plan(out_plan, list(results), leaves)
     return run
 

@@ -62,7 +62,7 @@ class Launch:
     fixed: dict = field(default_factory=dict)  # run-time arguments known at build time
     strides: tuple = ()  # (name, operand, dim) read off the buffers at each launch
     grid: int = 0
-    fn: object = None  # the @triton.jit function, loaded at the first launch
+    fn: tuple | None = None  # (interpreted, the @triton.jit function): loaded at first use
 
 
 @dataclass
@@ -175,33 +175,35 @@ class GpuProgram:
                     dev.copy_to_host(arrays[s], target)
             return [dev.to_host(o) for o in outs]
 
-    def run_device(self, arrays):
-        """Device arrays in (the device's kind), device arrays out."""
+    def run_device(self, arrays, device: gpu.Device | None = None):
+        """Device arrays in (of `device`'s kind: default the program's),
+        device arrays of the same kind out."""
         with self._lock:
-            return self._run(list(arrays))
+            return self._run(list(arrays), device or self.device)
 
-    def _run(self, arrays: list) -> list:
-        dev = self.device
+    def _run(self, arrays: list, dev: gpu.Device | None = None) -> list:
+        dev = dev or self.device
         vals = arrays + [None] * (self.n_slots - len(arrays))
         for st in self.steps:
             if isinstance(st, Launch):
                 if st.grid == 0:
                     continue
                 bufs = [vals[s] for s in st.bufs]
-                self._run_kernel(st, bufs)
+                self._run_kernel(st, bufs, dev)
             elif isinstance(st, Alloc):
                 vals[st.slot] = dev.empty(st.shape, st.dtype)
             else:
-                self._run_extern(st, vals)
+                self._run_extern(st, vals, dev)
         return [vals[s] for s in self.outputs]
 
-    def _run_kernel(self, st: Launch, bufs: list) -> None:
-        dev = self.device
+    def _run_kernel(self, st: Launch, bufs: list, dev: gpu.Device) -> None:
         tk = st.kernel
-        if st.fn is None:
+        fn = st.fn if st.fn is not None and st.fn[0] == dev.interpreted else None
+        if fn is None:
             from .triton_launch import load
 
-            st.fn = load(tk, interpret=dev.interpreted)
+            st.fn = fn = (dev.interpreted, load(tk, interpret=dev.interpreted))
+        fn = fn[1]
         args = dict(st.fixed)
         for name, j, d in st.strides:
             x = bufs[j]
@@ -211,12 +213,11 @@ class GpuProgram:
                   for a in tk.args]
         if dev.interpreted:
             with np.errstate(all="ignore"):
-                st.fn[(st.grid,)](*values, **tk.constexprs)
+                fn[(st.grid,)](*values, **tk.constexprs)
         else:
-            st.fn[(st.grid,)](*values, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
+            fn[(st.grid,)](*values, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
 
-    def _run_extern(self, st: Extern, vals: list) -> None:
-        dev = self.device
+    def _run_extern(self, st: Extern, vals: list, dev: gpu.Device) -> None:
         if st.matmul is not None:
             a, b = (_swap(vals[s]) if t == "t" else vals[s] for s, t in zip(st.ins, st.matmul))
             dev.matmul(a, b, vals[st.outs[0]])

@@ -15,7 +15,14 @@ are kept:
 - float32 division and square root are IEEE's (`tl.div_rn`, `tl.sqrt_rn`;
   Triton's `/` and `tl.sqrt` are approximate on float32); float64's `/` and
   `tl.sqrt` are IEEE already. Kernels compile with FP contraction off
-  (`OPTIONS`): numpy rounds every multiply and add.
+  (`OPTIONS`): numpy rounds every multiply and add; and with libdevice's
+  flush-to-zero off (Triton turns it on by default): numpy keeps subnormal
+  inputs and results of floor, cbrt, pow, atan2, ...
+- negation flips the sign bit (Triton's unary minus is `0 - x`, which
+  makes -(+0.0) +0.0 where numpy gives -0.0).
+- float fmod is libdevice's (Triton's `%` on floats is `a - b*trunc(a/b)`,
+  NaN for fmod(x, ±inf) where C gives x); remainder and floor_divide
+  build on it.
 - transcendental functions are libdevice's (`libdevice.exp`, ...), not
   Triton's `tl.exp` (an `ex2.approx` whose error grows with |x|); float16
   functions compute in float32 and round once, as numpy's loops do.
@@ -61,7 +68,7 @@ from dialects.dtypes import from_ir
 from .ops import ScalarOps, UfuncRule, UpstreamRule
 
 # options every generated kernel compiles with (triton.compile / a launch)
-OPTIONS = {"enable_fp_fusion": False}
+OPTIONS = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
 
 
 # ---- types -----------------------------------------------------------------------
@@ -219,8 +226,8 @@ def _np_remainder_uint(a, b):
     "_np_remainder_f": '''
 @triton.jit
 def _np_remainder_f(a, b):
-    # numpy's npy_divmod, from C's fmod (Triton's float %)
-    mod = a % b
+    # numpy's npy_divmod, from C's fmod
+    mod = libdevice.fmod(a, b)
     z = _zeros_like(mod)
     mod_nz = mod != 0
     fix = mod_nz & ((b < 0) != (mod < 0))
@@ -231,7 +238,7 @@ def _np_remainder_f(a, b):
     "_np_floordiv_f": '''
 @triton.jit
 def _np_floordiv_f(a, b):
-    mod = a % b
+    mod = libdevice.fmod(a, b)
     z = _zeros_like(mod)
     fix = (mod != 0) & ((b < 0) != (mod < 0))
     div = _DIV(a - mod, b)
@@ -241,6 +248,21 @@ def _np_floordiv_f(a, b):
     q = _DIV(a, b)
     r = tl.where(div != 0, fl, libdevice.copysign(z, q))
     return tl.where(b == 0, q, r)
+''',
+    "_np_hypot_f64": '''
+@triton.jit
+def _np_hypot_f64(a, b):
+    # C's hypot without overflow: the larger magnitude times sqrt(1 + q*q)
+    # (libdevice's float64 hypot gives inf for hypot(DBL_MAX, 1)); inf wins
+    # over NaN, as in C
+    x = tl.abs(a)
+    y = tl.abs(b)
+    m = tl.where(x > y, x, y)
+    n = tl.where(x > y, y, x)
+    q = n / tl.where(m == 0, m + 1.0, m)
+    r = tl.where(m == 0, m, m * tl.sqrt(1.0 + q * q))
+    r = tl.where((x != x) | (y != y), a + b, r)
+    return tl.where((x == _INF) | (y == _INF), _zeros_like(r) + _INF, r)
 ''',
     "_np_logaddexp": '''
 @triton.jit
@@ -372,7 +394,18 @@ def _reciprocal(h, args, types, rt):
 
 
 def _negative(h, args, types, rt):
-    return f"(-{args[0]})"
+    return _neg(args[0], rt) if is_float(rt) else f"(-{args[0]})"
+
+
+# the sign bit of each float type, as the signed integer of its width
+_SIGN_BIT = {16: ("tl.int16", -(1 << 15)), 32: ("tl.int32", -(1 << 31)),
+             64: ("tl.int64", -(1 << 63))}
+
+
+def _neg(a: str, rt) -> str:
+    """-a for a float: its sign bit flipped (IEEE negate, -0.0 included)."""
+    ity, bit = _SIGN_BIT[rt.bitwidth]
+    return f"({a}.to({ity}, bitcast=True) ^ {bit}).to({tl_dtype(rt)}, bitcast=True)"
 
 
 def _absolute(h, args, types, rt):
@@ -418,7 +451,7 @@ def _divmod(fn: str) -> UfuncRule:
         if is_float(t):
             a, b = h.as_type(args, types, rt)
             if fn == "fmod":
-                return h.float_fn(lambda x, y: f"({x} % {y})", [a, b], rt)
+                return h.float_fn(lambda x, y: f"libdevice.fmod({x}, {y})", [a, b], rt)
             if fn == "remainder":
                 return h.call("_np_remainder_f", [a, b], rt)
             return h.call(f"_np_floordiv_f_{'f64' if isinstance(rt, Float64Type) else 'f32'}",
@@ -512,6 +545,12 @@ def _libdevice(fname: str) -> UfuncRule:
     return rule
 
 
+def _hypot(h, args, types, rt):
+    if isinstance(rt, Float64Type):
+        return h.call("_np_hypot_f64", h.as_type(args, types, rt), rt)
+    return _libdevice("hypot")(h, args, types, rt)
+
+
 def _sqrt(h, args, types, rt):
     (a,) = h.as_type(args, types, rt)
     return h.ieee("sqrt", rt, a)
@@ -547,7 +586,7 @@ _LIBDEVICE = {"cbrt": "cbrt", "exp": "exp", "exp2": "exp2", "expm1": "expm1", "l
               "tan": "tan", "arcsin": "asin", "arccos": "acos", "arctan": "atan",
               "arctan2": "atan2", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
               "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "power": "pow",
-              "hypot": "hypot", "copysign": "copysign"}
+              "copysign": "copysign"}
 
 UFUNC_RULES: dict[str, UfuncRule] = {
     "add": _arith("+"), "subtract": _arith("-"), "multiply": _arith("*"),
@@ -567,7 +606,7 @@ UFUNC_RULES: dict[str, UfuncRule] = {
     "bitwise_and": _bitwise("&"), "bitwise_or": _bitwise("|"), "bitwise_xor": _bitwise("^"),
     "invert": _invert, "left_shift": _shift(True), "right_shift": _shift(False),
     "logaddexp": _helper_rule("_np_logaddexp"), "heaviside": _helper_rule("_np_heaviside"),
-    "ldexp": _ldexp,
+    "ldexp": _ldexp, "hypot": _hypot,
     "deg2rad": _scale(False), "radians": _scale(False),
     "rad2deg": _scale(True), "degrees": _scale(True),
     **{name: _libdevice(f) for name, f in _LIBDEVICE.items()},
@@ -589,7 +628,7 @@ def _as_ufunc(name: str) -> UpstreamRule:
 UPSTREAM_RULES: dict[str, UpstreamRule] = {
     "arith.addf": _binary("+"), "arith.subf": _binary("-"), "arith.mulf": _binary("*"),
     "arith.divf": lambda h, args, rt: h.ieee("div", rt, *args),
-    "arith.negf": lambda h, args, rt: f"(-{args[0]})",
+    "arith.negf": lambda h, args, rt: _neg(args[0], rt),
     "arith.addi": _binary("+"), "arith.subi": _binary("-"), "arith.muli": _binary("*"),
     "arith.andi": _binary("&"), "arith.ori": _binary("|"), "arith.xori": _binary("^"),
     "arith.maxsi": lambda h, args, rt: f"tl.maximum({args[0]}, {args[1]})",

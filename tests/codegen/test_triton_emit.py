@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import tempfile
 
 import numpy as np
@@ -520,3 +521,22 @@ def test_kernel_sources_live_in_linecache():
     (tk,) = kernels_of(softmax, "f32[8,64]")
     fn = TL.load(tk)
     assert "def k1(" in inspect.getsource(fn.fn)
+
+
+def test_gpu_only_semantics_are_in_the_source():
+    """What Triton's interpreter cannot show (it runs numpy): on a GPU,
+    Triton's unary minus is 0 - x (+0.0 for -(+0.0)), its float % is
+    a - b*trunc(a/b) (NaN for fmod(x, inf)), libdevice flushes subnormals
+    unless told not to, and float64 hypot overflows at DBL_MAX. The
+    emitter's source must avoid each (the GPU suite checks the values)."""
+    assert TK.OPTIONS["enable_reflect_ftz"] is False and TK.OPTIONS["enable_fp_fusion"] is False
+
+    def ops(x, y):
+        return -x, np.fmod(x, y), x % y, x // y, np.hypot(x, y)
+
+    for dt in ("f32", "f64"):
+        (tk,) = kernels_of(ops, f"{dt}[16] {dt}[16]")
+        body = tk.source.split(f"def {tk.fn_name}(")[1]
+        assert "bitcast=True) ^" in body and not re.search(r"\(-v\d+\)", body)
+        assert " % " not in tk.source  # float remainders: libdevice.fmod
+        assert ("_np_hypot_f64(" in body) == (dt == "f64")

@@ -95,4 +95,27 @@ def test_gpu_every_ufunc_rule_matches_numpy_on_edge_values(name, dt):
     (want,) = eager(fn, args)
     (got,) = on_gpu(fn, args)
     rtol = 0.0 if u.exactness == "exact" else None
-    assert_same_value(got, want, rtol=rtol, what=f"np.{name} on {dt} (GPU)")
+    try:
+        assert_same_value(got, want, rtol=rtol, what=f"np.{name} on {dt} (GPU)")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\n{_mismatches(args, got, want, rtol)}") from None
+
+
+def _mismatches(args, got, want, rtol, n: int = 12) -> str:
+    """The inputs, result and numpy's at the first n positions that differ
+    (NaN positions, infinities, signed zeros or values beyond rtol)."""
+    from lowering.testing import TOLERANCES
+
+    g, w = np.asarray(got), np.asarray(want)
+    tol = TOLERANCES.get(w.dtype, 0.0) if rtol is None else rtol
+    with np.errstate(all="ignore"):
+        bad = (np.isnan(g) != np.isnan(w)) | (np.signbit(g) != np.signbit(w)) & (g == 0) & (w == 0)
+        fin = np.isfinite(w) & np.isfinite(g)
+        diff = np.abs(g.astype(np.float64) - w) > tol * np.abs(w.astype(np.float64)) + \
+            float(np.finfo(w.dtype).tiny)
+        bad |= (np.isinf(w) | np.isinf(g)) & (g != w) | fin & diff
+    idx = np.flatnonzero(bad)[:n]
+    rows = [", ".join(repr(a.ravel()[i].item()) for a in args) + f" -> {g.ravel()[i].item()!r}, "
+            f"numpy {w.ravel()[i].item()!r}" for i in idx]
+    return f"{int(bad.sum())} positions differ; first ones (inputs -> got, numpy):\n  " + \
+        "\n  ".join(rows)

@@ -231,3 +231,28 @@ def test_device_calls_with_a_graph_break_run_on_host_copies(box_device):
     assert isinstance(got, Box)
     np.testing.assert_array_equal(got.a, want)
     np.testing.assert_array_equal(box.a, x)  # the write reached the device array
+
+
+SCALE = 2.0
+
+
+def _helper(x):
+    return x * SCALE + 1
+
+
+def test_device_entries_check_the_python_state_they_read(box_device):
+    def uses_state(x):
+        return np.tanh(_helper(x))
+
+    global SCALE
+    f = compiled(uses_state)
+    x = np.linspace(-1, 1, 8)
+    try:
+        for scale in (2.0, 2.0, 3.0, 3.0):
+            SCALE = scale
+            got = f(Box(x))
+            np.testing.assert_allclose(got.a, np.tanh(x * scale + 1), rtol=1e-12)
+    finally:
+        SCALE = 2.0
+    # each value of SCALE compiled once; the repeated calls ran the device entry
+    assert f.stats["compiles"] == 2 and f.stats["cache_hits"] >= 2
