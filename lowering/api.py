@@ -657,10 +657,9 @@ class CompiledFunction:
 
         entry = Entry(guards, trace, run, fetch)
         if self.backend == "gpu":
-            entry.device_why = _device_why(prog, bindings, draws, convert, plan, gvals, trace,
-                                           len(leaves))
+            entry.device_why = _device_why(prog, bindings, draws, convert, plan, trace, leaves)
             if not entry.device_why:
-                entry.device = (prog, bindings, out_plan)
+                entry.device = (prog, bindings, out_plan, convert)
         return entry, gvals
 
     def _compile_and_run_again(self, args, kwargs, leaves, treedef):
@@ -927,7 +926,7 @@ def structural_key(module) -> tuple:
     return tuple(parts) + (symbols_of(parts) if symbols_active() else (),)
 
 
-def _device_why(prog, bindings, draws, convert, plan: StatePlan, gvals, trace, n) -> str:
+def _device_why(prog, bindings, draws, convert, plan: StatePlan, trace, leaves) -> str:
     """Why an entry of a backend="gpu" function cannot run its program on
     device arrays directly ("" where it can)."""
     if not hasattr(prog, "run_device"):
@@ -936,11 +935,17 @@ def _device_why(prog, bindings, draws, convert, plan: StatePlan, gvals, trace, n
         return "it draws random numbers"
     if plan.writes:
         return "it writes Python state"
-    if trace.specialized:
-        return "it is specialized on argument values"
-    if any(c is not None for c in convert) or not all(type(b) is int and b < n
-                                                      for b in bindings):
-        return "its graph reads converted arguments or arrays of Python state"
+    # (a float argument's value is part of the device entry's key; an array's
+    # contents are not)
+    if any(type(v) is not float for v in trace.specialized.values()):
+        return "it is specialized on the values of an array argument"
+    n = len(leaves)
+    if not all(type(b) is int and b < n for b in bindings):
+        return "its graph reads values of Python state"
+    # (a Python scalar argument is converted to a 0-d array and copied over)
+    if any(c is not None and type(leaves[b]) not in (float, int, bool)
+           for b, c in zip(bindings, convert)):
+        return "its graph reads converted arguments"
     for leaf in trace.plan.leaves:
         if leaf[0] == "copy" or leaf[0] == "out" and leaf[2]:
             return "a result is a view or a copy made outside the graph"

@@ -130,15 +130,19 @@ def _device_runner(dev, entry):
     """The device entry's call: the entry's guards on the Python state the
     function reads (a helper function, a constant: its `G` checks), then
     its program on the caller's arrays; MISS where a guard fails."""
-    prog, bindings, out_plan = entry.device
+    prog, bindings, out_plan, convert = entry.device
     state = [c for c in entry.guards.checks if c.where == "G"]
+    scalars = [(i, c) for i, c in enumerate(convert) if c is not None]
 
     def run(leaves, tree):
         if state:
             g = entry.gvals(leaves, tree)
             if g is None or any(c.failure(leaves, g) for c in state):
                 return MISS
-        results = prog.run_device([leaves[b] for b in bindings], dev)
+        inputs = [leaves[b] for b in bindings]
+        for i, c in scalars:  # a Python scalar: a 0-d device array of its value
+            inputs[i] = dev.from_host(np.asarray(c(inputs[i])))
+        results = prog.run_device(inputs, dev)
         return apply_plan(out_plan, list(results), leaves)
     return run
 

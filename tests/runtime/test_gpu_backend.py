@@ -8,6 +8,7 @@ cache are checked the same way."""
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -151,16 +152,19 @@ class Box:
 
 
 class BoxDevice(gpu.HostDevice):
+    """HostDevice's memory in boxes (its methods make the arrays: numpy's
+    constructors called from a test file would be the traced program's)."""
+
     name = "box"
 
     def empty(self, shape, dtype):
-        return Box(np.empty(tuple(shape), np.dtype(dtype)))
+        return Box(super().empty(shape, dtype))
 
     def from_host(self, a):
-        return Box(np.array(a, copy=True, order="K"))
+        return Box(super().from_host(a))
 
     def to_host(self, x):
-        return np.array(x.a, copy=True)
+        return super().to_host(x.a)
 
     def launch_arg(self, x):
         return gpu.HostArray(x.a, gpu.tl_dtype(x.dtype))
@@ -256,3 +260,17 @@ def test_device_entries_check_the_python_state_they_read(box_device):
         SCALE = 2.0
     # each value of SCALE compiled once; the repeated calls ran the device entry
     assert f.stats["compiles"] == 2 and f.stats["cache_hits"] >= 2
+
+
+def test_device_entries_for_float_arguments_python_reads(box_device):
+    def damp(x, rate):
+        return x * math.exp(-rate)  # Python needs the float: specialized
+
+    f = compiled(damp)
+    x = np.linspace(0, 1, 5)
+    for rate in (0.5, 0.5, 0.25, 0.25):
+        got = f(Box(x), rate)
+        np.testing.assert_allclose(got.a, damp(x, rate), rtol=1e-15)
+    # the first value: a device entry; a changed value is no longer specialized
+    # (Python's use of it breaks the graph, as on the host): host copies
+    assert [k[-1] for k in f._device_entries] == [(float, 0.5)]
