@@ -30,8 +30,9 @@ BS_R, BS_V = 0.02, 0.30
 def parse(argv):
     ap = argparse.ArgumentParser(prog="python -m bench --gpu", description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="workload names, comma-separated (default all)")
-    ap.add_argument("--peers", default="torch,torch.compile",
-                    help="peers besides lowering (torch, torch.compile, torch.compile-max)")
+    ap.add_argument("--peers", default="lowering-max,torch,torch.compile",
+                    help="peers besides lowering (lowering-max: mode=\"max-autotune\"; torch, "
+                    "torch.compile, torch.compile-max)")
     ap.add_argument("--quick", action="store_true", help="small sizes, a smoke run")
     ap.add_argument("--flush", action="store_true", help="flush the L2 between timed calls")
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
@@ -196,6 +197,8 @@ def main(argv: list[str]) -> int:
         nbytes = sum(x.nbytes for x in host_in) + sum(r.size * 4 for r in refs)
         row = {"workload": wname, "bytes": nbytes, "roofline_ms": nbytes / copy_gbs / 1e6}
         runs = {"lowering": lowering.compile(fn, backend="gpu")}
+        if "lowering-max" in peers:
+            runs["lowering-max"] = lowering.compile(fn, mode="max-autotune", backend="gpu")
         if "torch" in peers:
             runs["torch"] = tfns[tkey]
         if "torch.compile" in peers:
@@ -215,6 +218,11 @@ def main(argv: list[str]) -> int:
                 entry["ok"] = entry["rel_err"] <= 1e-4
                 entry["ms"] = bench(lambda: f(*dev_in))
                 entry["pct_roofline"] = 100 * row["roofline_ms"] / entry["ms"]
+                if peer == "lowering-max":
+                    prog = getattr(f, "_last_prog", None)
+                    entry["configs"] = [
+                        [{"config": [c, w, g], "ms": ms} for (c, w, g), ms in (s.tuned or [])]
+                        for s in getattr(prog, "steps", []) if hasattr(s, "tuned")]
                 if peer == "lowering":
                     entry["stats"] = dict(f.stats)
                     prog = getattr(f, "_last_prog", None)
@@ -225,7 +233,11 @@ def main(argv: list[str]) -> int:
             except Exception as e:  # a peer's failure is a row, not the end of the run
                 entry["error"] = f"{type(e).__name__}: {e}"[:300]
             row[peer] = entry
-            print(wname, peer, {k: v for k, v in entry.items() if k != "stats"}, flush=True)
+            print(wname, peer, {k: v for k, v in entry.items() if k not in ("stats", "configs")},
+                  flush=True)
+            for c in entry.get("configs", []):
+                print("   configs (fastest first):", ", ".join(
+                    f"{x['config'][0]} w{x['config'][1]}: {x['ms']:.3f}" for x in c[:6]), flush=True)
         rows.append(row)
     # W6: the per-call cost of x*2+1 on 16 float32 elements, device-resident
     x16 = torch.randn(16, device=dev)

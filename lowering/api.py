@@ -554,6 +554,8 @@ class CompiledFunction:
         except Exception as e:
             raise _CompilerFailure(e) from e
         self._last_prog = prog
+        if self.mode == "max-autotune" and hasattr(prog, "tune"):
+            prog.tune = True  # (the GPU backend: launch configurations timed at the first run)
         self.programs_run.append(prog)
         try:
             return prog(inputs)

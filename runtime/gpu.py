@@ -68,6 +68,10 @@ class Device:
         """What Triton's launcher is given for buffer `x`."""
         return x
 
+    def copy(self, x):
+        """A copy of device array `x` (same layout)."""
+        raise NotImplementedError
+
     def matmul(self, a, b, out) -> None:
         raise NotImplementedError
 
@@ -111,6 +115,9 @@ class TorchDevice(Device):
     def to_host(self, x):
         return x.cpu().numpy()
 
+    def copy(self, x):
+        return x.clone()
+
     def matmul(self, a, b, out):
         self.torch.matmul(a, b, out=out)
 
@@ -149,6 +156,9 @@ class CupyDevice(Device):
 
     def launch_arg(self, x):
         return Pointer(x.data.ptr, x.dtype)
+
+    def copy(self, x):
+        return x.copy()
 
     def matmul(self, a, b, out):
         self.cp.matmul(a, b, out=out)
@@ -222,6 +232,9 @@ class HostDevice(Device):
 
     def launch_arg(self, x):
         return HostArray(x, tl_dtype(x.dtype))
+
+    def copy(self, x):
+        return np.copy(x)
 
     def matmul(self, a, b, out):
         np.matmul(a, b, out=out)

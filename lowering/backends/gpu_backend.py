@@ -63,6 +63,10 @@ class Launch:
     strides: tuple = ()  # (name, operand, dim) read off the buffers at each launch
     grid: int = 0
     fn: tuple | None = None  # (interpreted, the @triton.jit function): loaded at first use
+    runners: dict = field(default_factory=dict)  # specialization -> compiled kernel's launcher
+    constexpr_values: tuple = ()  # the block sizes, in the function's parameter order
+    num_warps: int = 4
+    tuned: list | None = None  # max-autotune: [(config, median ms)], the chosen first
 
 
 @dataclass
@@ -135,6 +139,9 @@ class GpuProgram:
             else:
                 raise no_rule(f"{op.name} at function level")
         self.n_slots = n_slots
+        # mode="max-autotune": each kernel's launch configuration chosen by timing
+        # candidates on the first call's buffers (`_tune`)
+        self.tune = False
         # a host call's results are copies of device memory: never the caller's arrays
         self.fresh = tuple(True for _ in self.outputs)
         # inputs the program writes in place: copied back to a host caller's arrays
@@ -159,7 +166,8 @@ class GpuProgram:
                 fixed[a.name] = tk.first_extent
             elif a.kind == "stride":
                 strides.append((a.name, a.index, a.dim))
-        return Launch(tk, bufs, fixed, tuple(strides), tk.programs(fixed))
+        return Launch(tk, bufs, fixed, tuple(strides), tk.programs(fixed),
+                      constexpr_values=tuple(tk.constexprs.values()), num_warps=tk.num_warps)
 
     # ---- running ----
     def __call__(self, inputs):
@@ -214,8 +222,57 @@ class GpuProgram:
         if dev.interpreted:
             with np.errstate(all="ignore"):
                 fn[(st.grid,)](*values, **tk.constexprs)
-        else:
-            fn[(st.grid,)](*values, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
+            return
+        if self.tune and st.tuned is None:
+            self._tune(st, fn, values, bufs, dev)
+        # a compiled kernel serves every launch whose arguments Triton would
+        # specialize the same way (`_specialization`): its launcher directly,
+        # without the JIT's binding and cache lookup on every call
+        key = _specialization(values)
+        run = st.runners.get(key)
+        if run is not None:
+            run(*values, *st.constexpr_values)
+            return
+        names = tuple(tk.constexprs)
+        ck = fn[(st.grid,)](*values, **dict(zip(names, st.constexpr_values)),
+                            num_warps=st.num_warps, **tk.options)
+        if hasattr(ck, "function") and hasattr(ck, "run"):
+            st.runners[key] = ck[(st.grid, 1, 1)]
+
+    def _tune(self, st: Launch, fn, values, bufs, dev: gpu.Device) -> None:
+        """Time each candidate configuration (`candidates`) of one launch on
+        copies of its buffers (a kernel that updates a buffer in place runs
+        many times), keep the fastest: its block sizes, warps and grid."""
+        tk = st.kernel
+        st.tuned = []
+        try:
+            from triton.testing import do_bench
+        except ImportError:
+            return
+        copies = [dev.launch_arg(dev.copy(b)) if a.kind == "buffer" else v
+                  for a, v, b in zip(tk.args, values,
+                                     [bufs[a.index] if a.kind == "buffer" else None
+                                      for a in tk.args])]
+        names = tuple(tk.constexprs)
+        results = []
+        for consts, warps in candidates(tk):
+            grid = tk.programs(st.fixed) if consts == tuple(tk.constexprs.values()) else \
+                -(-tk.block_points(st.fixed) // consts[0])
+
+            def launch(consts=consts, warps=warps, grid=grid):
+                fn[(grid,)](*copies, **dict(zip(names, consts)), num_warps=warps, **tk.options)
+            try:
+                ms = do_bench(launch, warmup=5, rep=25, return_mode="median")
+            except Exception:  # (a configuration that does not compile: out of resources)
+                continue
+            results.append(((dict(zip(names, consts)), warps, grid), ms))
+        if not results:
+            return
+        results.sort(key=lambda r: r[1])
+        (consts, warps, grid), _ = results[0]
+        st.constexpr_values, st.num_warps, st.grid = tuple(consts.values()), warps, grid
+        st.runners.clear()
+        st.tuned = results
 
     def _run_extern(self, st: Extern, vals: list, dev: gpu.Device) -> None:
         if st.matmul is not None:
@@ -234,6 +291,35 @@ class GpuProgram:
                 out[...] = back
             else:
                 out.copy_(back) if hasattr(out, "copy_") else out.set(host[s])
+
+
+def candidates(tk: TritonKernel) -> list[tuple[tuple, int]]:
+    """max-autotune's launch configurations of a kernel: (block sizes, warps).
+    A pointwise kernel: points per program 256-4096 (up to the domain's
+    size) by 2-8 warps; a rows kernel keeps its row block (the row must fit)
+    and tries 2-32 warps."""
+    consts = tuple(tk.constexprs.values())
+    if tk.strategy == "pointwise":
+        top = consts[0]
+        blocks = sorted({b for b in (256, 512, 1024, 2048, 4096) if b <= max(top, 256)} | {top})
+        return [((b,), w) for b in blocks for w in (2, 4, 8) if b // (32 * w) >= 1]
+    widest = max(consts, default=1)
+    return [(consts, w) for w in (2, 4, 8, 16, 32) if widest // (32 * w) >= 1 or w == 2]
+
+
+def _specialization(values) -> tuple:
+    """What Triton's JIT specializes a kernel on, per argument: a pointer's
+    16-byte alignment; an integer's being 1, its divisibility by 16 and
+    whether it fits in 32 bits (floats and bools are not specialized)."""
+    key = []
+    for v in values:
+        if isinstance(v, bool) or isinstance(v, float):
+            key.append(None)
+        elif isinstance(v, int):
+            key.append((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)))
+        else:
+            key.append(v.data_ptr() % 16 == 0)
+    return tuple(key)
 
 
 def _swap(x):

@@ -274,3 +274,24 @@ def test_device_entries_for_float_arguments_python_reads(box_device):
     # the first value: a device entry; a changed value is no longer specialized
     # (Python's use of it breaks the graph, as on the host): host copies
     assert [k[-1] for k in f._device_entries] == [(float, 0.5)]
+
+
+def test_max_autotune_candidates_keep_the_kernel_valid():
+    from lowering.backends.gpu_backend import candidates
+
+    f = compiled(softmax)
+    f(np.ones((4, 300), np.float32))
+    (rows,) = f._last_prog.kernels
+    assert rows.strategy == "rows"
+    cands = candidates(rows)
+    # a row stays one block (it must fit); only the warps vary
+    assert {c for c, _ in cands} == {tuple(rows.constexprs.values())}
+    assert len({w for _, w in cands}) > 1
+    g = compiled(lambda x: np.tanh(x) + 1)
+    g(np.ones(5000, np.float32))
+    (pw,) = g._last_prog.kernels
+    cands = candidates(pw)
+    assert pw.strategy == "pointwise" and (tuple(pw.constexprs.values()), pw.num_warps) in cands
+    for (block,), warps in cands:
+        assert block >= 32 * warps
+        assert -(-pw.block_points({}) // block) * block >= 5000  # the grid covers the domain
