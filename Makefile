@@ -7,7 +7,9 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-PYTEST_ARGS ?=
+# the suite runs on every core (pytest-xdist; each worker has its own compile cache
+# directory); PYTEST_ARGS="-n 0" runs it in one process
+PYTEST_ARGS ?= -n auto
 
 .PHONY: demo test surface install
 
