@@ -295,3 +295,14 @@ def test_max_autotune_candidates_keep_the_kernel_valid():
     for (block,), warps in cands:
         assert block >= 32 * warps
         assert -(-pw.block_points({}) // block) * block >= 5000  # the grid covers the domain
+
+
+@settings(max_examples=50, deadline=None)
+@given(prog=__import__("lowering.testing", fromlist=["programs"]).programs())
+def test_random_programs_on_the_gpu_backend_match_numpy(prog):
+    """The random Tier 1 programs (every layout, in-place updates of arguments
+    and views, reductions, matmuls) through the GPU program's steps."""
+    from lowering.testing import assert_matches_numpy
+
+    cf = compiled(prog.fn)
+    assert_matches_numpy(prog.fn, *prog.args, rtol=prog.rtol, calls=2, compiled=cf)
