@@ -20,14 +20,14 @@ def _searchsorted(a, v, sorter=None, **kw):
     return np.searchsorted(a, v, sorter=sorter, **kw)
 
 
-def _ufunc(*arrays, ufunc: str, args: tuple):
+def _ufunc(*arrays, ufunc: str, args: tuple, out=None):
     """`getattr(np, ufunc)` on the arrays ("@" in `args`, in order) and the
     Python scalars the call had (("scalar", v), ("complex", re, im)): a ufunc
     on complex values, which generated kernels do not compute."""
     it = iter(arrays)
     vals = [next(it) if a == "@" else (complex(a[1], a[2]) if a[0] == "complex" else a[1])
             for a in args]
-    return getattr(np, ufunc)(*vals)
+    return getattr(np, ufunc)(*vals, out=out)
 
 
 def _getitem(z, key: tuple):
@@ -87,6 +87,80 @@ ROUTINES: dict[str, Callable[..., Any]] = {
     "np.getitem": _getitem,
     "np.imag": _part("imag"),
 }
+
+
+# ---- into a given array ------------------------------------------------------
+# Routines that write their one result into an array the caller gives
+# (`out=`), as numpy itself does into the one it allocates: where numpy's own
+# result dtype is the output's, the call computes the same values (the same
+# loop) and spares an allocation and a copy. A row: (input dtypes, config,
+# output dtype) -> `call(arrays, out)`, or None where it cannot.
+
+Into = Callable[[list, np.ndarray], None]
+
+
+def _fft_into(name: str, real_out: bool) -> Callable[..., Into | None]:
+    """numpy's `_raw_fft` makes a complex result of `result_type(a, 1j)`, a
+    real one (irfft) of `result_type(a.real, 1.0)`, and hands it as `out`."""
+    def plan(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None:
+        a = np.empty(0, ins[0])
+        dtype = np.result_type(a.real.dtype, 1.0) if real_out else np.result_type(a.dtype, 1j)
+        if dtype != out:
+            return None
+        fn = ROUTINES[name]
+
+        def call(arrays: list, target: np.ndarray) -> None:
+            fn(*arrays, **config, out=target)
+        return call
+    return plan
+
+
+# an operand this many times smaller than the result (a broadcast gain) is
+# cast to the loop's dtype once, not chunk by chunk in numpy's buffered loop
+PRECAST_RATIO = 4
+
+
+def _ufunc_into(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None:
+    """The ufunc's result dtype comes from numpy's type resolution (on
+    one-element dummies: values and shapes play no part). An operand whose
+    dtype is not its loop's (a float gain times a complex spectrum) numpy
+    casts as it goes; a small one is cast first (the same cast, the same
+    loop: the same values), so the loop reads it as it is."""
+    with np.errstate(all="ignore"):
+        if np.asarray(_ufunc(*[np.zeros(1, d) for d in ins], **config)).dtype != out:
+            return None
+    uf = getattr(np, config["ufunc"])
+    casts: list[np.dtype | None] = [None] * len(ins)
+    if uf.nout == 1:
+        try:
+            loop = uf.resolve_dtypes(tuple(ins) + (None,) if len(ins) == uf.nin else ())
+        except Exception:  # (scalars in the call, or a resolver that cannot say)
+            loop = ()
+        if len(loop) == len(ins) + 1 and loop[-1] == out:
+            casts = [d if d != i else None for i, d in zip(ins, loop)]
+    ufunc, args = config["ufunc"], config["args"]
+
+    def call(arrays: list, target: np.ndarray) -> None:
+        xs = [a.astype(c) if c is not None and a.size * PRECAST_RATIO <= target.size else a
+              for a, c in zip(arrays, casts)]
+        _ufunc(*xs, ufunc=ufunc, args=args, out=target)
+    return call
+
+
+INTO: dict[str, Callable[[list[np.dtype], dict, np.dtype], Into | None]] = {
+    "np.fft.fft": _fft_into("np.fft.fft", False),
+    "np.fft.ifft": _fft_into("np.fft.ifft", False),
+    "np.fft.rfft": _fft_into("np.fft.rfft", False),
+    "np.fft.irfft": _fft_into("np.fft.irfft", True),
+    "np.ufunc": _ufunc_into,
+}
+
+
+def into(name: str, ins: list[np.dtype], config: dict[str, Any], out: np.dtype) -> Into | None:
+    """A call of routine `name` writing its one result into a given array of
+    dtype `out` — `call(arrays, out)` —, or None where it cannot."""
+    plan = INTO.get(name)
+    return plan(ins, config, out) if plan is not None else None
 
 
 def results_of(value: Any) -> list[Any]:

@@ -519,6 +519,8 @@ class Lowering:
             return [op.dest, op.result]  # the source is computed in its kernel
         if mode == "copy":
             return [op.result]  # the destination and the source computed in its kernels
+        if concat_in_kernels(op):
+            return [op.result]  # each piece computed in its kernel, at its offset
         if not generated(op):
             views = self.extern_views(op)
             if views is not None:  # it reads views of its sources' buffers
@@ -697,6 +699,24 @@ class Lowering:
                                           "read after it would have been written over")
         return self.buffer[v]
 
+    def overwritten_operand(self, op: Operation, views) -> SSAValue | None:
+        """The operand of a point-wise extern (`writes_over_operand`) whose
+        buffer its result can take: a value of the program (not an
+        argument, not a constant: those buffers are the caller's or read
+        only) of the result's type, read as it lies, that nothing but this
+        op reads — its buffer is free once the op has read it. An op found
+        to clobber a value read later (`read`) gets a buffer of its own."""
+        if not writes_over_operand(op) or op in self.not_in_place:
+            return None
+        for i, o in enumerate(op.operands):
+            if (isinstance(o, BlockArgument) or isinstance(o.owner, (A.ConstantOp, A.IotaOp))
+                    or self.uses[o] != 1 or o.type != op.results[0].type
+                    or (views is not None and views[i][1]) or o not in self.buffer
+                    or not isinstance(self.buffer[o].owner, memref.AllocOp)):
+                continue
+            return o
+        return None
+
     def untouched(self, view: Operation) -> bool:
         """A slice of a value whose buffer slice assignments wrote into since
         (`clobbered`), apart from every window they wrote: its values are
@@ -762,7 +782,16 @@ class Lowering:
             for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands), *reads]:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
                     raise Restart(o, "", undefer=True)
-            outs = [self._alloc(r) for r in op.results]
+            over = self.overwritten_operand(op, views)
+            if over is not None:  # its result in that operand's buffer (numpy's `x *= y`)
+                buf = self.buffer[op.results[0]] = self.buffer[over]
+                held = self.sharing.setdefault(buf, [over])
+                for u in held:
+                    self.clobbered.setdefault(u, []).append((op, None))
+                held.append(op.results[0])
+                outs = [buf]
+            else:
+                outs = [self._alloc(r) for r in op.results]
             if views is not None:
                 self.out.add_op(L.ExternOp(fn, ins, outs, op, [chain for _, chain in views]))
             else:
@@ -785,6 +814,17 @@ class Lowering:
             DotEmitter(self, v, buf).emit()
             return
         KernelEmitter(self, v, buf).emit()
+
+
+# numpy routines computing their one result point by point from operands of
+# its shape (numpy's own `x *= y` writes over x): the result may take an
+# operand's buffer (`Lowering.overwritten_operand`)
+POINTWISE_ROUTINES = frozenset({"np.ufunc"})
+
+
+def writes_over_operand(op: Operation) -> bool:
+    return (isinstance(op, A.RoutineOp) and op.fn.data in POINTWISE_ROUTINES
+            and len(op.results) == 1)
 
 
 def in_place(op: Operation, uses: Counter) -> bool:

@@ -200,7 +200,7 @@ def test_passes_lists_the_pipeline_in_order():
     # the listing is the pipeline the compile path runs, pass objects and all
     assert [p.name for p in pipeline("cpu", ["C"])] == names[:-3]
     assert [p.name for p in pipeline("numpy")] == ["remat"] + tensor
-    assert "the numpy backend runs passes 1-6" in out
+    assert "the numpy backend runs passes 1-7" in out
 
 
 def test_passes_with_a_function_prints_ir_after_each_pass():

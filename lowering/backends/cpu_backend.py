@@ -412,6 +412,15 @@ def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
             except Exception as err:  # (numpy's matmul: its error is numpy's)
                 raise errors.as_numpy(err)
         return run_matmul, None
+    into = numpy_backend.extern_into(e.op)
+    if into is not None:  # straight into its output buffer (`out=`): no copy
+
+        def run_into(*arrs, into=into):
+            try:
+                into(*arrs)
+            except Exception as err:  # the numpy routine's own error
+                raise errors.as_numpy(err)
+        return run_into, None
     rule = numpy_backend.extern_routine(e.op)
     constant = rule() if e.fn == "numpy:array.constant" else None
 

@@ -297,3 +297,37 @@ def extern_routine(ext) -> Callable:
         return rule
     operands = extern_operands(ext)
     return lambda *arrs: rule(*operands(*arrs))
+
+
+def _routine_into(op: A.RoutineOp) -> Callable | None:
+    from .. import routines
+
+    call = routines.into(op.fn.data, [from_ir(o.type.element_type) for o in op.operands],
+                         op.kwargs(), from_ir(op.outputs[0].type.element_type))
+    if call is None:
+        return None
+    return lambda *xs: call(list(xs[:-1]), xs[-1])
+
+
+# op class -> rule(op): the op's routine writing its one result into a given
+# array (`run(*inputs, out)`), or None where it cannot (`routines.into`)
+INTO_RULES: dict[type, Callable[[Operation], Callable | None]] = {
+    A.RoutineOp: _routine_into,
+}
+
+
+def extern_into(ext) -> Callable | None:
+    """For a `loop.extern` with a body and one output: its routine writing
+    straight into the output buffer (`run(*inputs, out)`, the body's views
+    made as numpy views), or None where its op has no such rule — then
+    `extern_routine`'s result is copied into the buffer."""
+    inner = ext.computed()
+    rule = INTO_RULES.get(type(inner))
+    if len(inner.results) != 1 or rule is None:
+        return None
+    into = rule(inner)
+    if into is None or not ext.views():
+        return into
+    operands = extern_operands(ext)
+    n = ext.num_inputs.value.data
+    return lambda *arrs: into(*operands(*arrs[:n]), arrs[n])
