@@ -16,7 +16,8 @@ PYTEST_ARGS ?= -n auto
 demo: $(STAMP)
 	$(PY) -m examples
 
-# the whole suite on the default (CPU) backend, then the capture, mutation,
+# the whole suite on the default (CPU) backend but tests/gpu (marker gpu: it needs a
+# CUDA device, `python -m pytest -m gpu tests/gpu` runs it there), then the capture, mutation,
 # guard, graph-break, example and random-program suites again on the numpy
 # reference backend
 REF_SUITES := tests/capture tests/test_mutation.py tests/runtime/test_guards.py \
@@ -24,7 +25,7 @@ REF_SUITES := tests/capture tests/test_mutation.py tests/runtime/test_guards.py 
 	tests/test_random_programs.py
 
 test: $(STAMP)
-	@HYPOTHESIS_PROFILE=ci $(PY) -m pytest $(PYTEST_ARGS); rc=$$?; \
+	@HYPOTHESIS_PROFILE=ci $(PY) -m pytest -m "not gpu" $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; \
 	echo "make test: the numpy reference backend on $(REF_SUITES)"; \
