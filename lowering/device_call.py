@@ -56,7 +56,9 @@ def has_device_arrays(leaves) -> bool:
 def _key(treedef, leaves, dev) -> tuple | None:
     parts: list[Any] = [treedef]
     for x in leaves:
-        if isinstance(x, _SCALARS):
+        if type(x) is float:  # by its bits: -0.0 == 0.0 and NaN != NaN as floats
+            parts.append((float, x.hex()))
+        elif isinstance(x, _SCALARS):
             parts.append((type(x), x))
         elif dev.owns(x):
             parts.append(("D", tuple(x.shape), str(x.dtype), _strides(x)))

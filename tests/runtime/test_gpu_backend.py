@@ -273,7 +273,7 @@ def test_device_entries_for_float_arguments_python_reads(box_device):
         np.testing.assert_allclose(got.a, damp(x, rate), rtol=1e-15)
     # the first value: a device entry; a changed value is no longer specialized
     # (Python's use of it breaks the graph, as on the host): host copies
-    assert [k[-1] for k in f._device_entries] == [(float, 0.5)]
+    assert [k[-1] for k in f._device_entries] == [(float, (0.5).hex())]
 
 
 def test_max_autotune_candidates_keep_the_kernel_valid():
@@ -306,3 +306,15 @@ def test_random_programs_on_the_gpu_backend_match_numpy(prog):
 
     cf = compiled(prog.fn)
     assert_matches_numpy(prog.fn, *prog.args, rtol=prog.rtol, calls=2, compiled=cf)
+
+
+def test_device_entries_tell_minus_zero_from_zero(box_device):
+    """A float Python reads keys the device entry by its bits: -0.0 and 0.0
+    are equal as floats but not to math.copysign."""
+    def signed(x, s):
+        return x * math.copysign(1.0, s)
+
+    f = compiled(signed)
+    x = np.arange(1.0, 4.0)
+    for s in (0.0, 0.0, -0.0, -0.0, 0.0):
+        np.testing.assert_array_equal(f(Box(x), s).a, signed(x, s))
