@@ -198,12 +198,17 @@ class CompiledFunction:
         self.programs_run: list = []  # programs the last trace ran, in order
         self._fast: Callable | None = None  # generated call for the first plain entry
         self._fast_kw = False  # whether it takes keyword arguments (`fastpath.access`)
+        self._device_last: tuple | None = None  # device_call.fast's (signature, entry)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
     # ---- the call path ----------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if self._device_last is not None and not kwargs:  # (backend="gpu", device arrays)
+            r = device_call.fast(self, args)
+            if r is not MISS:
+                return r
         if self._fast is not None and (not kwargs or self._fast_kw):
             try:
                 r = self._fast(*args, **kwargs)

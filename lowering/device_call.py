@@ -61,10 +61,32 @@ def _key(treedef, leaves, dev) -> tuple | None:
         elif isinstance(x, _SCALARS):
             parts.append((type(x), x))
         elif dev.owns(x):
-            parts.append(("D", tuple(x.shape), str(x.dtype), _strides(x)))
+            parts.append(("D", tuple(x.shape), str(x.dtype), _strides(x),
+                          str(getattr(x, "device", ""))))
         else:
             return None  # host arrays or objects beside device arrays: no device entry
     return tuple(parts)
+
+
+def fast(cf, args):
+    """The last device entry a call of positional device arrays took, where
+    this call's arrays have the same kinds, shapes, dtypes and strides (no
+    flattening, no key); MISS otherwise."""
+    sig, run = cf._device_last
+    if len(args) != len(sig):
+        return MISS
+    for a, s in zip(args, sig):
+        if type(a) is not s[0] or _signature(a) != s:
+            return MISS
+    r = run(list(args), (args, {}))
+    if r is not MISS:
+        cf.stats["cache_hits"] += 1
+    return r
+
+
+def _signature(x) -> tuple:
+    # (the device: a torch CPU tensor has the type of a CUDA one, and GPUs differ)
+    return (type(x), tuple(x.shape), x.dtype, _strides(x), str(getattr(x, "device", "")))
 
 
 def _strides(x) -> tuple[int, ...]:
@@ -83,6 +105,9 @@ def call(cf, args, kwargs, leaves, treedef):
         r = run(leaves, (args, kwargs))
         if r is not MISS:
             cf.stats["cache_hits"] += 1
+            if not kwargs and len(where) == len(leaves) == len(args):
+                # positional device arrays only: the next call may take `fast`
+                cf._device_last = (tuple(_signature(x) for x in args), run)
             return r
     host = [dev.to_host(x) if i in where else x for i, x in enumerate(leaves)]
     before = {i: np.array(host[i], copy=True) for i in where}

@@ -318,3 +318,17 @@ def test_device_entries_tell_minus_zero_from_zero(box_device):
     x = np.arange(1.0, 4.0)
     for s in (0.0, 0.0, -0.0, -0.0, 0.0):
         np.testing.assert_array_equal(f(Box(x), s).a, signed(x, s))
+
+
+def test_the_last_device_entry_serves_calls_of_the_same_arrays(box_device):
+    f = compiled(softmax)
+    rng = np.random.default_rng(4)
+    xs = [rng.standard_normal((3, 7)).astype(np.float32) for _ in range(4)]
+    for x in xs:
+        np.testing.assert_allclose(f(Box(x)).a, softmax(x), rtol=1e-6)
+    assert f._device_last is not None and f.stats["compiles"] == 1
+    y = rng.standard_normal((3, 8)).astype(np.float32)  # another shape: not the last entry
+    np.testing.assert_allclose(f(Box(y)).a, softmax(y), rtol=1e-6)
+    z = rng.standard_normal((7, 3)).astype(np.float32).T  # other strides
+    np.testing.assert_allclose(f(Box(z)).a, softmax(z), rtol=1e-6)
+    assert f.stats["compiles"] == 3
