@@ -519,7 +519,7 @@ class Lowering:
             return [op.dest, op.result]  # the source is computed in its kernel
         if mode == "copy":
             return [op.result]  # the destination and the source computed in its kernels
-        if concat_in_kernels(op):
+        if concat_in_kernels(op) and all(self.computed_once(o) for o in op.inputs):
             return [op.result]  # each piece computed in its kernel, at its offset
         if not generated(op):
             views = self.extern_views(op)
@@ -532,6 +532,22 @@ class Lowering:
                 operands = list(op.operands)
             return operands + list(op.results)
         return []
+
+    def computed_once(self, v: SSAValue) -> bool:
+        """Whether computing v where it is read computes each of its elements
+        once: v, and through views the value they view, has this one use
+        (or is an argument, a constant or a realized value, read where it
+        lies). A piece of `np.roll(h, 1)` is a slice of h, whose other
+        slices and uses would each compute h again."""
+        while True:
+            if isinstance(v, BlockArgument) or v in self.realized or \
+                    isinstance(v.owner, (A.ConstantOp, A.IotaOp)):
+                return True
+            if self.uses[v] != 1:
+                return False
+            if not is_view(v.owner):
+                return True
+            v = v.owner.operands[0]
 
     def extern_views(self, op: Operation) -> list[tuple[SSAValue, list[Operation]]] | None:
         """Per operand of an extern, (source, views) where it reads any
