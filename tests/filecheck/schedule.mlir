@@ -30,6 +30,13 @@
 // CHECK:        loop.reduce "sum"
 // CHECK:        loop.map
 // CHECK-NOT:  kernel.kernel
+//
+// A time loop unrolled into one kernel: 300 points, but each reads a row of
+// the 8-step input (2400 elements read): over the first run's threshold
+// (its map split across 4 threads), under the second's.
+// CHECK-LABEL: func.func @time_steps
+// AVX2:       kernel.kernel "k1"({{.*}}) parallel [] vector {{[0-9]+}} : i64 unroll 1 : i64 split "map" work 300 : i64 threads 4 : i64
+// AVX512:     kernel.kernel "k1"({{.*}}) parallel [] vector {{[0-9]+}} : i64 unroll 1 : i64 split "map" work 300 : i64 threads 1 : i64
 
 builtin.module {
   func.func @merged_pointwise(%0: memref<64x256xf32> {lowering.layout = "C"}, %1: memref<64x256xf32> {lowering.layout = "C"}) -> (memref<64x256xf32>, memref<64x256xf32>) {
@@ -90,5 +97,42 @@ builtin.module {
       loop.yield
     } : memref<64x256xf32>, memref<64x256xf32>
     func.return %1 : memref<64x256xf32>
+  }
+  func.func @time_steps(%0: memref<8x300xf32> {lowering.layout = "C"}) -> memref<300xf32> {
+    %1 = memref.alloc() : memref<300xf32>
+    loop.kernel "k1"(%0, %1) parallel [] {
+    ^bb0:
+      loop.map [300] {
+      ^bb0(%i: index):
+        %r0 = loop.const "0" : index
+        %z0 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r0, %i) : memref<8x300xf32> -> f32
+        %r1 = loop.const "1" : index
+        %z1 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r1, %i) : memref<8x300xf32> -> f32
+        %r2 = loop.const "2" : index
+        %z2 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r2, %i) : memref<8x300xf32> -> f32
+        %r3 = loop.const "3" : index
+        %z3 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r3, %i) : memref<8x300xf32> -> f32
+        %r4 = loop.const "4" : index
+        %z4 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r4, %i) : memref<8x300xf32> -> f32
+        %r5 = loop.const "5" : index
+        %z5 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r5, %i) : memref<8x300xf32> -> f32
+        %r6 = loop.const "6" : index
+        %z6 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r6, %i) : memref<8x300xf32> -> f32
+        %r7 = loop.const "7" : index
+        %z7 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%r7, %i) : memref<8x300xf32> -> f32
+        %s0 = arith.addf %z0, %z0 : f32
+        %s1 = arith.mulf %s0, %z1 : f32
+        %s2 = arith.mulf %s1, %z2 : f32
+        %s3 = arith.mulf %s2, %z3 : f32
+        %s4 = arith.mulf %s3, %z4 : f32
+        %s5 = arith.mulf %s4, %z5 : f32
+        %s6 = arith.mulf %s5, %z6 : f32
+        %s7 = arith.mulf %s6, %z7 : f32
+        loop.store %s7, %1[affine_map<(d0) -> (d0)>] (%i) : f32, memref<300xf32>
+        loop.yield
+      }
+      loop.yield
+    } : memref<8x300xf32>, memref<300xf32>
+    func.return %1 : memref<300xf32>
   }
 }
