@@ -33,6 +33,8 @@ class ExplainOutput:
     kernel_levels: list[str] = field(repr=False, default_factory=list)
     # per graph, the cost model's choice for each op it decided (path and why)
     paths: list[list[str]] = field(default_factory=list)
+    # per graph of a backend="gpu" function, what each step does on the device
+    device: list[list[str]] = field(default_factory=list)
 
     @property
     def saved_bytes(self) -> int:
@@ -80,6 +82,9 @@ class ExplainOutput:
             for i, ps in enumerate(self.paths):
                 for p in ps:
                     lines.append(f"  graph {i} path: {p}")
+            for i, ds in enumerate(self.device):
+                for d in ds:
+                    lines.append(f"  graph {i} device: {d}")
         for p in self.partitions:
             lines.append(p.describe())
         if self.sizes == "":
@@ -133,9 +138,10 @@ def explain(fn, dynamic=None):
                 refused.append([])
                 paths.append([])
         levels = [str(getattr(p, "kernel_module", "") or "") for p in progs]
+        device = [p.describe() if hasattr(p, "run_device") else [] for p in progs]
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
                              entry.guards.describe(), ops, graphs, kernels, refused, partitions,
                              sum(p.kernel_bodies for p in progs), probe.last_sizes, levels,
-                             paths)
+                             paths, device if any(device) else [])
 
     return run

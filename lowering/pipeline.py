@@ -197,7 +197,7 @@ def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
     if backend == "gpu":
         from .backends import gpu_backend  # (triton and the device libraries: on use only)
 
-        return gpu_backend.build(module, stage)
+        return gpu_backend.build(module, report, stage)
     return cpu_dynamic.build(module, report, stage, reuse)
 
 

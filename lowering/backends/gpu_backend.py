@@ -97,12 +97,14 @@ class GpuProgram:
         block = f.body.blocks[0]
         slot: dict[SSAValue, int] = {a: i for i, a in enumerate(block.args)}
         self.n_inputs = len(block.args)
+        sizes = {v: _nbytes(v.type) for v in block.args}
         n_slots = self.n_inputs
         self.steps: list[Alloc | Launch | Extern] = []
         self.kernels: list[TritonKernel] = []
         self.host_externs: list[str] = []
         written: set[int] = set()
         self.outputs: tuple[int, ...] = ()
+        self.out_bytes = 0
         for op in block.ops:
             if isinstance(op, memref.AllocOp):
                 t = op.memref.type
@@ -134,11 +136,13 @@ class GpuProgram:
                 self.steps.append(Extern(op, ins, outs, mm))
             elif isinstance(op, func.ReturnOp):
                 self.outputs = tuple(slot[v] for v in op.arguments)
+                self.out_bytes = sum(_nbytes(v.type) for v in op.arguments)
             elif isinstance(op, L.KernelOp):
                 raise no_rule("loop.kernel (a kernel not yet scheduled)")
             else:
                 raise no_rule(f"{op.name} at function level")
         self.n_slots = n_slots
+        self.in_bytes = sum(sizes.values())  # what a call with host arrays copies in
         # mode="max-autotune": each kernel's launch configuration chosen by timing
         # candidates on the first call's buffers (`_tune`)
         self.tune = False
@@ -147,6 +151,36 @@ class GpuProgram:
         # inputs the program writes in place: copied back to a host caller's arrays
         self.inputs_written = tuple(sorted(s for s in written if s < self.n_inputs))
         self._lock = threading.Lock()
+
+    def describe(self) -> list[str]:
+        """What each step does on the device, for `explain`: a launch's
+        kernel, shape of program and configuration (with max-autotune's
+        timings), a matmul's library, a routine run on host copies; and the
+        copies a call with host arrays makes."""
+        out = []
+        for st in self.steps:
+            if isinstance(st, Launch):
+                tk = st.kernel
+                consts = ", ".join(f"{k}={v}" for k, v in zip(tk.constexprs, st.constexpr_values))
+                line = (f"{tk.name}: Triton {tk.strategy} kernel, grid {st.grid}, {consts}, "
+                        f"{st.num_warps} warps, int{tk.index_bits} indices")
+                if st.tuned:
+                    line += "; max-autotune (ms): " + ", ".join(
+                        f"{'/'.join(map(str, c.values()))} x{w}w {ms:.4f}"
+                        for (c, w, _), ms in st.tuned)
+                out.append(line)
+            elif isinstance(st, Extern):
+                fn = st.op.fn.data
+                out.append(f"extern {fn}: the device library's matmul" if st.matmul is not None
+                           else f"extern {fn}: numpy on host copies of its operands (each "
+                                "call copies them to the host and its results back)")
+        out.append(f"called with numpy arrays: {self.n_inputs} inputs ({self.in_bytes} bytes) "
+                   f"copied to the device, {len(self.outputs)} results ({self.out_bytes} bytes) "
+                   "copied back"
+                   + (f", {len(self.inputs_written)} arguments written in place copied back"
+                      if self.inputs_written else "")
+                   + "; with device arrays: none")
+        return out
 
     @property
     def kernel_bodies(self) -> int:
@@ -307,6 +341,16 @@ def candidates(tk: TritonKernel) -> list[tuple[tuple, int]]:
     return [(consts, w) for w in (2, 4, 8, 16, 32) if widest // (32 * w) >= 1 or w == 2]
 
 
+def _nbytes(t) -> int:
+    """Bytes of a memref of static shape (0 where a size is dynamic)."""
+    if not isinstance(t, MemRefType) or any(n < 0 for n in t.get_shape()):
+        return 0
+    n = 1
+    for d in t.get_shape():
+        n *= d
+    return n * dtype_of(t.element_type).itemsize
+
+
 def _specialization(values) -> tuple:
     """What Triton's JIT specializes a kernel on, per argument: a pointer's
     16-byte alignment; an integer's being 1, its divisibility by 16 and
@@ -326,9 +370,13 @@ def _swap(x):
     return x.swapaxes(-1, -2) if hasattr(x, "swapaxes") else x.transpose(-1, -2)
 
 
-def build(module: ModuleOp, stage) -> GpuProgram:
+def build(module: ModuleOp, report, stage) -> GpuProgram:
     """The program of a kernel-level module (stage: the pipeline's timer of
-    the emitter's stages, `pipeline.EMITTERS["gpu"]`)."""
+    the emitter's stages, `pipeline.EMITTERS["gpu"]`; report: the lowering's,
+    which `explain` shows)."""
+    from .cpu_backend import merged_report
+
     with stage("triton-emit"):
         prog = GpuProgram(module)
+    prog.report = merged_report(report, module) if report is not None else None
     return prog

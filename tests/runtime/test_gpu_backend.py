@@ -332,3 +332,18 @@ def test_the_last_device_entry_serves_calls_of_the_same_arrays(box_device):
     z = rng.standard_normal((7, 3)).astype(np.float32).T  # other strides
     np.testing.assert_allclose(f(Box(z)).a, softmax(z), rtol=1e-6)
     assert f.stats["compiles"] == 3
+
+
+def test_explain_says_what_runs_on_the_device():
+    def mm(a, b):
+        return np.sort(np.tanh(a @ b), axis=1)
+
+    a = np.random.default_rng(6).standard_normal((64, 64))
+    out = lowering.explain(compiled(mm))(a, a)
+    text = str(out)
+    assert len(out.device) == 1
+    assert "extern matmul: the device library's matmul" in text
+    assert "Triton pointwise kernel" in text and "XBLOCK=" in text
+    assert "numpy:np.sort: numpy on host copies" in text
+    assert f"1 inputs ({a.nbytes} bytes) copied to the device" in text
+    assert not lowering.explain(lowering.compile(mm, backend="cpu"))(a, a).device
