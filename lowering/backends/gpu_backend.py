@@ -32,6 +32,7 @@ has no rule yet (the compiled function falls back to numpy with a warning)."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,6 +76,10 @@ class Extern:
     ins: tuple[int, ...]
     outs: tuple[int, ...]
     matmul: str | None  # "nn", "nt", ... for a matmul of its own operands, else None
+    # a constant (`numpy:array.constant`) nothing writes again or returns: made on
+    # the device once, at the first call, and read by every call after it
+    once: bool = False
+    made: dict = field(default_factory=dict)  # id(device) -> the device array
 
 
 def _written(k: K.KernelOp) -> set[int]:
@@ -103,6 +108,7 @@ class GpuProgram:
         self.kernels: list[TritonKernel] = []
         self.host_externs: list[str] = []
         written: set[int] = set()
+        writes: Counter = Counter()  # steps writing each slot
         self.outputs: tuple[int, ...] = ()
         self.out_bytes = 0
         for op in block.ops:
@@ -123,6 +129,7 @@ class GpuProgram:
                 self.kernels.append(tk)
                 bufs = tuple(slot[b] for b in op.buffers)
                 written.update(bufs[j] for j in _written(op))
+                writes.update({bufs[j] for j in _written(op)})
                 self.steps.append(self._launch(tk, bufs))
             elif isinstance(op, L.ExternOp):
                 n = op.num_inputs.value.data
@@ -133,6 +140,7 @@ class GpuProgram:
                 if mm is None:
                     self.host_externs.append(fn)
                 written.update(outs)
+                writes.update(outs)
                 self.steps.append(Extern(op, ins, outs, mm))
             elif isinstance(op, func.ReturnOp):
                 self.outputs = tuple(slot[v] for v in op.arguments)
@@ -150,6 +158,10 @@ class GpuProgram:
         self.fresh = tuple(True for _ in self.outputs)
         # inputs the program writes in place: copied back to a host caller's arrays
         self.inputs_written = tuple(sorted(s for s in written if s < self.n_inputs))
+        for st in self.steps:
+            if isinstance(st, Extern) and st.op.fn.data == "numpy:array.constant" and \
+                    not st.ins and len(st.outs) == 1:
+                st.once = writes[st.outs[0]] == 1 and st.outs[0] not in self.outputs
         self._lock = threading.Lock()
 
     def describe(self) -> list[str]:
@@ -172,8 +184,10 @@ class GpuProgram:
             elif isinstance(st, Extern):
                 fn = st.op.fn.data
                 out.append(f"extern {fn}: the device library's matmul" if st.matmul is not None
-                           else f"extern {fn}: numpy on host copies of its operands (each "
-                                "call copies them to the host and its results back)")
+                           else f"extern {fn}: made on the device once, at the first call"
+                           if st.once else
+                           f"extern {fn}: numpy on host copies of its operands (each "
+                           "call copies them to the host and its results back)")
         out.append(f"called with numpy arrays: {self.n_inputs} inputs ({self.in_bytes} bytes) "
                    f"copied to the device, {len(self.outputs)} results ({self.out_bytes} bytes) "
                    "copied back"
@@ -309,6 +323,11 @@ class GpuProgram:
         st.tuned = results
 
     def _run_extern(self, st: Extern, vals: list, dev: gpu.Device) -> None:
+        if st.once:
+            made = st.made.get(id(dev))
+            if made is not None:
+                vals[st.outs[0]] = made
+                return
         if st.matmul is not None:
             a, b = (_swap(vals[s]) if t == "t" else vals[s] for s, t in zip(st.ins, st.matmul))
             dev.matmul(a, b, vals[st.outs[0]])
@@ -318,6 +337,8 @@ class GpuProgram:
         run = interpreter.Interpreter.__new__(interpreter.Interpreter)
         run.bufs = {b: host[s] for b, s in zip(st.op.buffers, st.ins + st.outs)}
         run.extern(st.op)
+        if st.once:
+            st.made[id(dev)] = vals[st.outs[0]]
         for s in st.outs:
             back = dev.from_host(host[s])
             out = vals[s]

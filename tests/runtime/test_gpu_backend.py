@@ -347,3 +347,34 @@ def test_explain_says_what_runs_on_the_device():
     assert "numpy:np.sort: numpy on host copies" in text
     assert f"1 inputs ({a.nbytes} bytes) copied to the device" in text
     assert not lowering.explain(lowering.compile(mm, backend="cpu"))(a, a).device
+
+
+def test_constants_are_made_once_unless_written_or_returned(monkeypatch):
+    from lowering.backends import interpreter
+
+    calls = []
+    real = interpreter.Interpreter.extern
+
+    def counting(self, op):
+        calls.append(op.fn.data)
+        return real(self, op)
+    monkeypatch.setattr(interpreter.Interpreter, "extern", counting)
+
+    def shifted(x):  # np.arange(...) ** 2: a constant the kernel reads
+        return x + np.arange(x.shape[0], dtype=x.dtype) ** 2 * 0.5
+
+    def filled(x):  # a constant array written in place: made again every call
+        c = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+        c[1:4] = x[:3] * 2
+        return c * 2
+
+    for fn, once in ((shifted, True), (filled, False)):
+        f = compiled(fn)
+        calls.clear()
+        for k in range(3):
+            x = np.linspace(0, 1 + k, 6)
+            np.testing.assert_array_equal(f(x), fn(x))
+        consts = [s for s in f._last_prog.steps if getattr(s, "once", None) is not None
+                  and s.op.fn.data == "numpy:array.constant"]
+        assert consts and all(s.once == once for s in consts)
+        assert calls.count("numpy:array.constant") == len(consts) * (1 if once else 3)
