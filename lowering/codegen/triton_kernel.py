@@ -36,9 +36,14 @@ static is a literal, so that index division is by constants. Index math is
 int32 when every buffer and the domain have fewer than 2**31 elements and
 nothing is dynamic, else int64.
 
+An ordered kernel (`accumulate`: a column reduction, a scan down the rows)
+whose map's points never share an address of a buffer it writes runs as
+XBLOCK points of the map per program with the parallel dims a loop nest in
+order around the map's body (`emit_ordered`): numpy's order, bit for bit.
+
 Not covered yet, each a NotImplementedError "triton: no rule for ...": data-
-dependent indices (`loop.index`: gathers, scatters), ordered kernels
-(`accumulate`: scans, column reductions), a reduce or map nested in a map
+dependent indices (`loop.index`: gathers, scatters), other ordered kernels
+(a scan along the last axis: no map), a reduce or map nested in a map
 (inlined dot products: matmul), `loop.extern` (BLAS and numpy routines), a
 store inside a reduction, and a store that a map or a flattened domain
 repeats at one address. The CPU schedule's vector width, unroll and thread
@@ -219,8 +224,10 @@ class KernelEmitter:
     def check(self) -> None:
         """Refuse what this emitter cannot express, naming it."""
         if "accumulate" in self.k.attributes:
-            raise no_rule(f"kernel {self.k.sym_name.data!r}: an ordered kernel (accumulate: "
-                          "a scan, a scatter or a column reduction)")
+            why = self.ordered_refusal()
+            if why:
+                raise no_rule(f"kernel {self.k.sym_name.data!r}: an ordered kernel (accumulate: "
+                              f"a scan, a scatter or a column reduction) {why}")
         for op in self.k.body.walk():
             if isinstance(op, L.IndexOp):
                 raise no_rule(f"loop.index in kernel {self.k.sym_name.data!r} (a gather or "
@@ -290,7 +297,11 @@ class KernelEmitter:
             if isinstance(op, K.ParamOp):
                 k = op.index.value.data
                 self.arg(KernelArg(f"p{k}", "param", type_code(op.result.type, self.index_bits), k))
-        if pointwise:
+        if "accumulate" in self.k.attributes:
+            points = []
+            block, warps = self.emit_ordered(ops, maps, points)
+            strategy = "ordered"
+        elif pointwise:
             block, warps = self.emit_pointwise(ops, maps, points)
             strategy = "pointwise"
         else:
@@ -313,7 +324,9 @@ class KernelEmitter:
 
     def source(self, fn: str, strategy: str) -> str:
         what = {"pointwise": "pointwise: the flattened domain, XBLOCK points per program",
-                "rows": "rows: one program per point of the parallel domain"}[strategy]
+                "rows": "rows: one program per point of the parallel domain",
+                "ordered": "ordered: XBLOCK points of the map per program, the parallel "
+                           "domain looped over in order"}[strategy]
         head = [f'# kernel.kernel "{self.k.sym_name.data}" ({what}), '
                 f"int{self.index_bits} indices",
                 "# " + ", ".join(f"b{j}: {b.type}" for j, b in enumerate(self.bufs)),
@@ -387,6 +400,79 @@ class KernelEmitter:
                 self.emit_ops(op.body.block)
             else:
                 self.emit_op(op)
+        return block, 4
+
+    # ---- ordered (accumulate) ----
+    def ordered_refusal(self) -> str:
+        """Why an accumulate kernel cannot run as `emit_ordered` ("" where
+        it can): its points must run in order, so each program takes a block
+        of the map's points and loops over the parallel domain itself; that
+        is numpy's order only where different map points never touch one
+        address of a buffer the kernel writes: one map (no reduce), and every
+        access to a written buffer holding each map index as a coordinate of
+        its own (`out[j] += x[i, j]`, `c[i, j] = c[i - 1, j] + x[i, j]`)."""
+        top = [o for o in self.k.body.block.ops if not isinstance(o, L.YieldOp)]
+        maps = [o for o in top if isinstance(o, L.MapOp)]
+        if len(maps) != 1 or any(isinstance(o, L.ReduceOp) for o in self.k.body.walk()):
+            return "(not one map over independent points)"
+        if any(isinstance(o, (L.LoadOp, L.StoreOp)) for o in top):
+            return "(an access outside its map)"
+        margs = set(maps[0].body.block.args)
+        written = {root(o.buffer) for o in self.k.body.walk() if isinstance(o, L.StoreOp)}
+        for o in self.k.body.walk():
+            if not isinstance(o, (L.LoadOp, L.StoreOp)) or root(o.buffer) not in written:
+                continue
+            pos = {i for i, v in enumerate(o.indices) if v in margs}
+            own = set()
+            for e in o.map.data.results:
+                if isinstance(e, AffineDimExpr) and e.position in pos:
+                    own.add(e.position)
+                elif any(f"d{i}" in re.findall(r"d\d+", str(e)) for i in pos):
+                    return "(a written buffer indexed by an expression of the map's points)"
+            if own != pos or len({o.indices[i] for i in pos}) != len(margs):
+                return "(a written buffer not indexed by every point of the map)"
+        return ""
+
+    def emit_ordered(self, ops: list[Operation], maps: list[L.MapOp],
+                     points: list[int | str]) -> tuple[int, int]:
+        """An accumulate kernel: XBLOCK points of its map per program, the
+        parallel dims a loop nest in order around the map's body (each
+        program's points read what the same points stored at the previous
+        parallel point: the same lane, in program order)."""
+        inner = list(maps[0].extents())
+        ext_text = [str(self.extent_key(e)) for e in inner]
+        points += self.extent_points(inner)
+        static = all(isinstance(p, int) for p in points)
+        total = math.prod(p for p in points if isinstance(p, int))
+        block = min(POINTWISE_BLOCK, max(16, next_pow2(total))) if static else POINTWISE_BLOCK
+        self.constexprs["XBLOCK"] = block
+        pid = self.pid()
+        offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")
+        self.blocky.add(offs)
+        n = " * ".join(ext_text) if ext_text else "1"
+        self.mask = self.let(f"{offs} < {n}")
+        self.flat = (offs, [int(p) if isinstance(p, int) else None for p in points])
+        self.single_point = static and total == 1
+        idx = self.decompose(offs, ext_text) if ext_text else []
+        for a, v in zip(maps[0].body.block.args, idx):
+            self.bind(a, v)
+        self.domain_vars = idx
+        ity = f"tl.int{self.index_bits}"
+        for d, (a, ext) in enumerate(zip(self.k.body.block.args, self.par_extents)):
+            self.line(f"for q{d} in range(0, {ext}):")
+            self.depth += 1
+            self.scopes.append({})
+            # (a tensor in the compiled kernel and in the interpreter alike)
+            v = self.let(f"q{d} + tl.full([], 0, {ity})", scalar=True)
+            self.bind(a, v)
+        for op in ops:
+            if isinstance(op, L.MapOp):
+                self.emit_ops(op.body.block)
+            else:
+                self.emit_op(op)
+        for _ in self.par_extents:
+            self.depth -= 1
+            self.scopes.pop()
         return block, 4
 
     def bind(self, a: SSAValue, v: str) -> None:

@@ -125,6 +125,14 @@ def colsum(x):
     return x.sum(0)
 
 
+def colsum_scaled(x):
+    return x.sum(axis=0) * 2
+
+
+def cumsum_down(x):
+    return np.cumsum(x, axis=0)
+
+
 def views(x):
     """Transposes and strided, reversed slices are index maps."""
     return x.T + 1.0, x[::-1, 1::2] * 2.0
@@ -170,6 +178,8 @@ PROGRAMS = {
     "total": (total, "f32[1000]", "tame"),
     "mean": (mean_scaled, "f32[100]", "tame"),
     "colsum": (colsum, "f32[6,20]", "tame"),
+    "colsum-ordered": (colsum_scaled, "f32[64,300]", "tame"),
+    "cumsum-ordered": (cumsum_down, "f64[64,300]", "tame"),
     "views": (views, "f32[6,20]", "edge"),
     "softmax-long-rows": (softmax, "f32[2,10000]", "tame"),
     # the weight and bias finite: a constant row's x - mean is a rounding error whose
@@ -540,3 +550,28 @@ def test_gpu_only_semantics_are_in_the_source():
         assert "bitcast=True) ^" in body and not re.search(r"\(-v\d+\)", body)
         assert " % " not in tk.source  # float remainders: libdevice.fmod
         assert ("_np_hypot_f64(" in body) == (dt == "f64")
+
+
+@pytest.mark.parametrize("name", ["colsum-ordered", "cumsum-ordered"])
+def test_ordered_kernels_run_in_order(name):
+    """An accumulate kernel (a column reduction, a scan down the rows) as a
+    Triton kernel: XBLOCK columns per program, the rows looped over in order
+    (numpy's order: results bit for bit), at the shapes that lower to one."""
+    fn, spec, _ = PROGRAMS[name]
+    assert "ordered" in [tk.strategy for tk in kernels_of(fn, spec)]
+    rng = np.random.default_rng(7)
+    (x,) = [a for a in dump.make_inputs(spec, seed=7)[0]]
+    x[3, 5], x[10, 7], x[11, 7] = np.nan, np.inf, -np.inf
+    got, want = run(fn, [x]), eager(fn, [x])
+    for g, w in zip(got, want):
+        assert_same_value(g, w, rtol=0.0, what=name)
+    del rng
+
+
+def test_ordered_kernels_refuse_what_points_share():
+    """A scan along the last axis has no map of independent points (every
+    point of a row in order): no ordered kernel, a rule refused by name."""
+    def scan_rows(x):
+        return np.cumsum(x, axis=1)
+    with pytest.raises(NotImplementedError, match="an ordered kernel"):
+        kernels_of(scan_rows, "f32[5,7]")
