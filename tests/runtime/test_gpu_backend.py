@@ -112,8 +112,8 @@ def test_zero_size_and_scalar_results():
 
 
 def test_a_kernel_without_a_triton_rule_falls_back_with_a_warning():
-    def scan(x):
-        return np.cumsum(x, axis=0) * 2
+    def scan(x):  # along the last axis: no ordered kernel (no map of independent points)
+        return np.cumsum(x, axis=1) * 2
 
     f = compiled(scan)
     x = np.arange(12.0).reshape(4, 3)
