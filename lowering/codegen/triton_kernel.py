@@ -93,6 +93,7 @@ LOOP_BLOCK = 1024  # elements per step of a looped map or reduction
 # 16384x4096 (memory-bound, 97% of copy bandwidth either way) and 18% faster on
 # Black-Scholes at 64M (compute-bound: IEEE divisions and libdevice functions)
 POINTWISE_BLOCK = 512
+ORDERED_BLOCK = 128  # map points per program of an ordered kernel
 INT32_LIMIT = 2 ** 31
 
 
@@ -444,7 +445,9 @@ class KernelEmitter:
         points += self.extent_points(inner)
         static = all(isinstance(p, int) for p in points)
         total = math.prod(p for p in points if isinstance(p, int))
-        block = min(POINTWISE_BLOCK, max(16, next_pow2(total))) if static else POINTWISE_BLOCK
+        # few points per program: each program walks every row, so the map's
+        # points are what spreads the work over the multiprocessors
+        block = min(ORDERED_BLOCK, max(16, next_pow2(total))) if static else ORDERED_BLOCK
         self.constexprs["XBLOCK"] = block
         pid = self.pid()
         offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")

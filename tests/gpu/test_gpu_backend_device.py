@@ -131,3 +131,22 @@ def test_max_autotune_times_configurations_and_keeps_results():
             (consts, warps, grid), _ = s.tuned[0]
             assert (tuple(consts.values()), warps, grid) == (s.constexpr_values, s.num_warps,
                                                            s.grid)
+
+
+def test_constants_column_sums_and_explain_on_the_device():
+    import torch
+
+    def f(x):
+        w = np.arange(x.shape[1], dtype=x.dtype) * 0.5  # a constant, made once
+        return (x * w).sum(axis=0), np.cumsum(x, axis=0)
+
+    rng = np.random.default_rng(5)
+    c = lowering.compile(f, backend="gpu")
+    for _ in range(3):
+        x = rng.standard_normal((128, 300))
+        s, cs = c(torch.from_numpy(x).cuda())
+        ws, wcs = f(x)
+        close(s.cpu().numpy(), ws, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(cs.cpu().numpy(), wcs)
+    text = str(lowering.explain(c)(x))
+    assert "ordered kernel" in text and c.stats["eager_fallbacks"] == 0

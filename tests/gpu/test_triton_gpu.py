@@ -70,6 +70,8 @@ BIG = {
     "gelu": "f32[4096,4096] f32[4096]",
     "black-scholes": "f32[1048576] f32[1048576] f32[1048576]",
     "softmax-long-rows": "f32[64,16384]",
+    "colsum-ordered": "f32[64,300]",  # ordered kernels: columns per program, rows in order
+    "cumsum-ordered": "f64[64,300]",
 }
 
 
