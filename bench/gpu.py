@@ -23,8 +23,12 @@ from pathlib import Path
 
 import numpy as np
 
+# the workloads: the CPU benchmark's numpy programs (lowering compiles these)
+from lowering.examples import gelu, layernorm, rmsnorm, softmax
+
+from .workloads import BS_R, BS_V, black_scholes
+
 RESULTS = Path(__file__).resolve().parent / "results"
-BS_R, BS_V = 0.02, 0.30
 
 
 def parse(argv):
@@ -38,45 +42,6 @@ def parse(argv):
     ap.add_argument("--out-dir", type=Path, default=RESULTS)
     ap.add_argument("--host", default=None, help="the results' file name (default: the GPU's)")
     return ap.parse_args(argv)
-
-
-# ---- the workloads, as numpy programs (lowering compiles these) ------------------------
-
-def layernorm(x, w, b, eps=1e-5):
-    xc = x - x.mean(axis=-1, keepdims=True)
-    var = (xc * xc).mean(axis=-1, keepdims=True)
-    return xc / np.sqrt(var + eps) * w + b
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def gelu(x, b):
-    z = x + b
-    return 0.5 * z * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (z + 0.044715 * z**3)))
-
-
-def rmsnorm(x, w, eps=1e-6):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def _cnd(d):
-    k = 1.0 / (1.0 + 0.2316419 * np.abs(d))
-    poly = k * (0.31938153 + k * (-0.356563782 + k * (1.781477937 + k * (-1.821255978
-                                                                       + k * 1.330274429))))
-    ret = np.float32(0.3989422804014327) * np.exp(-0.5 * d * d) * poly
-    return np.where(d > 0, 1.0 - ret, ret)
-
-
-def black_scholes(S, K, T):
-    sqrt_t = np.sqrt(T)
-    d1 = (np.log(S / K) + (BS_R + 0.5 * BS_V * BS_V) * T) / (BS_V * sqrt_t)
-    d2 = d1 - BS_V * sqrt_t
-    c1, c2 = _cnd(d1), _cnd(d2)
-    k_exp = K * np.exp(-BS_R * T)
-    return S * c1 - k_exp * c2, k_exp * (1.0 - c2) - S * (1.0 - c1)
 
 
 # ---- the same formulas in torch (the peers) --------------------------------------------

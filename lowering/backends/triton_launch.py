@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from runtime.gpu import HostArray
+
 from ..codegen.triton_kernel import TritonKernel
 
 _MODULES: dict[tuple[str, bool], dict] = {}
@@ -114,51 +116,6 @@ def param_value(text: str, sig: str):
 
 
 # ---- the interpreter -----------------------------------------------------------------
-
-class _HostStorage:
-    def __init__(self, a: np.ndarray):
-        self.a = a
-
-    def data_ptr(self) -> int:
-        return self.a.ctypes.data
-
-    def cpu(self):
-        return self
-
-    def copy_(self, other) -> None:  # the same host memory: nothing to copy back
-        pass
-
-
-class HostArray:
-    """A numpy array as the interpreter's tensor protocol (data_ptr, dtype,
-    storage): kernels read and write the array's own memory."""
-
-    def __init__(self, a: np.ndarray, dtype):
-        self.a = a
-        self.dtype = dtype
-
-    def data_ptr(self) -> int:
-        return self.a.ctypes.data
-
-    def untyped_storage(self):
-        return _HostStorage(self.a)
-
-    def new_empty(self, *args, **kwargs):
-        return self
-
-    def set_(self, *args):
-        return self
-
-    def storage_offset(self) -> int:
-        return 0
-
-    def size(self):
-        return self.a.shape
-
-    def stride(self, d: int | None = None):
-        s = tuple(x // self.a.itemsize for x in self.a.strides)
-        return s if d is None else s[d]
-
 
 def _tl_dtype(sig: str):
     import triton.language as tl

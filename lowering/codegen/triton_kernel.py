@@ -378,18 +378,7 @@ class KernelEmitter:
         inner = list(maps[0].extents()) if maps else []
         ext_text = self.par_extents + [str(self.extent_key(e)) for e in inner]
         points += self.extent_points(inner)
-        static = all(isinstance(p, int) for p in points)
-        total = math.prod(p for p in points if isinstance(p, int))
-        block = min(POINTWISE_BLOCK, max(16, next_pow2(total))) if static else POINTWISE_BLOCK
-        self.constexprs["XBLOCK"] = block
-        pid = self.pid()
-        offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")
-        self.blocky.add(offs)
-        n = " * ".join(ext_text) if ext_text else "1"
-        self.mask = self.let(f"{offs} < {n}")
-        self.flat = (offs, [int(p) if isinstance(p, int) else None for p in points])
-        self.single_point = static and total == 1
-        idx = self.decompose(offs, ext_text) if ext_text else []
+        block, idx = self.flat_domain(points, ext_text, POINTWISE_BLOCK)
         for a, v in zip(self.k.body.block.args, idx[:len(self.par_extents)]):
             self.bind(a, v)
         self.domain_vars = idx
@@ -443,20 +432,9 @@ class KernelEmitter:
         inner = list(maps[0].extents())
         ext_text = [str(self.extent_key(e)) for e in inner]
         points += self.extent_points(inner)
-        static = all(isinstance(p, int) for p in points)
-        total = math.prod(p for p in points if isinstance(p, int))
         # few points per program: each program walks every row, so the map's
         # points are what spreads the work over the multiprocessors
-        block = min(ORDERED_BLOCK, max(16, next_pow2(total))) if static else ORDERED_BLOCK
-        self.constexprs["XBLOCK"] = block
-        pid = self.pid()
-        offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")
-        self.blocky.add(offs)
-        n = " * ".join(ext_text) if ext_text else "1"
-        self.mask = self.let(f"{offs} < {n}")
-        self.flat = (offs, [int(p) if isinstance(p, int) else None for p in points])
-        self.single_point = static and total == 1
-        idx = self.decompose(offs, ext_text) if ext_text else []
+        block, idx = self.flat_domain(points, ext_text, ORDERED_BLOCK)
         for a, v in zip(maps[0].body.block.args, idx):
             self.bind(a, v)
         self.domain_vars = idx
@@ -477,6 +455,23 @@ class KernelEmitter:
             self.depth -= 1
             self.scopes.pop()
         return block, 4
+
+    def flat_domain(self, points: list[int | str], ext_text: list[str],
+                    most: int) -> tuple[int, list[str]]:
+        """XBLOCK points of the flattened domain `points` per program (up to
+        `most`): the block's offsets, mask and row-major indices."""
+        static = all(isinstance(p, int) for p in points)
+        total = math.prod(p for p in points if isinstance(p, int))
+        block = min(most, max(16, next_pow2(total))) if static else most
+        self.constexprs["XBLOCK"] = block
+        pid = self.pid()
+        offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")
+        self.blocky.add(offs)
+        n = " * ".join(ext_text) if ext_text else "1"
+        self.mask = self.let(f"{offs} < {n}")
+        self.flat = (offs, [int(p) if isinstance(p, int) else None for p in points])
+        self.single_point = static and total == 1
+        return block, (self.decompose(offs, ext_text) if ext_text else [])
 
     def bind(self, a: SSAValue, v: str) -> None:
         self.vals[a] = v
