@@ -322,6 +322,19 @@ def column_reduction(op: A.ReduceOp) -> bool:
 ACCUMULATED_KINDS = ("sum", "prod", "max", "min")
 
 
+def column_arg(op: Operation) -> bool:
+    """An argmax/argmin down the rows of a long-rowed array (the leading axis
+    of a 2-D or larger input whose innermost axis stays), from
+    COLUMN_REDUCTION_BYTES up: computed as numpy orders it, one row after
+    another, the columns vectorized (`ColumnEmitter._arg`), where a row
+    kernel per column would walk the input down its stride."""
+    if not isinstance(op, A.ArgReduceOp) or op.axis.value.data != 0:
+        return False
+    shape = op.input.type.get_shape()
+    return (len(shape) >= 2 and hint(shape[-1]) >= 8 and not symbols_of([op.input.type])
+            and _nbytes(op.input) >= COLUMN_REDUCTION_BYTES)
+
+
 def accumulated(op: A.ReduceOp) -> bool:
     """A column reduction the loop level computes as numpy does: over the
     leading axes, one row after another, into the output (`ColumnEmitter`).
@@ -499,7 +512,8 @@ class Lowering:
         """The values op's own rule realizes (its results, its operands, or
         none: an op computed inline where its consumer needs it)."""
         if (isinstance(op, A.ReduceOp) and column_reduction(op) and accumulated(op)) or (
-                isinstance(op, (A.ScatterOp, A.GatherOp, A.ScanOp)) and generated(op)):
+                isinstance(op, (A.ScatterOp, A.GatherOp, A.ScanOp)) and generated(op)) or \
+                column_arg(op):
             # its own kernel(s); consumers load it. (A gather's kernel runs
             # over all of it: each index is checked, as numpy checks them,
             # even where a consumer reads only some: `x[i][:1]`.)
@@ -817,7 +831,7 @@ class Lowering:
         if v in self.buffer:
             return
         buf = self._alloc(v)
-        if isinstance(op, A.ReduceOp) and column_reduction(op):
+        if isinstance(op, A.ReduceOp) and column_reduction(op) or column_arg(op):
             ColumnEmitter(self, v, buf).emit()
             return
         if isinstance(op, A.ScatterOp):
@@ -1495,7 +1509,7 @@ class ColumnEmitter(_OrderedEmitter):
         op = self.root.owner
         x = op.input
         shape = x.type.get_shape()
-        r = len(A.ints(op.axes))
+        r = 1 if isinstance(op, A.ArgReduceOp) else len(A.ints(op.axes))
         self._open(shape, r)  # (a column reduction keeps its innermost axis: a map)
         val = self.value_at(x, tuple(dim(i) for i in range(len(shape))))
         out_idx = tuple(dim(i) for i in range(r, len(shape)))
@@ -1512,12 +1526,44 @@ class ColumnEmitter(_OrderedEmitter):
         init = val if kind in ("max", "min") else self._emit(
             L.ConstOp("0" if kind == "sum" else "1", el) if isinstance(el, IntegerType)
             else L.ConstOp("0.0" if kind == "sum" else "1.0", el))
+        if kind in ("argmax", "argmin"):
+            self._arg(kind, val, out_idx, first, row)
+            return
         acc = self._emit(arith.SelectOp(self._emit(first), init, acc))
         if kind in ("max", "min"):
             new = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [acc, val], el))
         else:
             new = self._combine(kind, acc, val)
         self._store(new, out_idx)
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        self._close({"accumulate": UnitAttr()})
+
+
+    def _arg(self, kind: str, val: SSAValue, out_idx: Index, first, row) -> None:
+        """argmax/argmin down the rows: the extreme so far in a buffer of its
+        own beside the output's indices; a row takes over where its value is
+        strictly greater (less), or is the first NaN (numpy: the first
+        occurrence of the extreme, a NaN the extreme)."""
+        op = self.root.owner
+        el = val.type
+        best = memref.AllocOp([], [], MemRefType(el, memref_of(op.result.type).get_shape()))
+        self.lw.out.add_op(best)
+        m = AffineMap(len(self.dims), 0, out_idx)
+        cur = self._emit(L.LoadOp(best.memref, self.dims, m))
+        idx = self._emit(L.LoadOp(self.buf, self.dims, m))
+        take = self._emit(compare("gt" if kind == "argmax" else "lt", val, cur))
+        if not isinstance(el, IntegerType):  # the first NaN wins, and stays
+            new_nan = self._emit(arith.AndIOp(self._emit(compare("ne", val, val)),
+                                              self._emit(compare("eq", cur, cur))))
+            take = self._emit(arith.OrIOp(take, new_nan))
+        take = self._emit(arith.OrIOp(take, self._emit(first)))
+        here = self._emit(arith.IndexCastOp(self._index_value(row), i64))
+        self.block.add_op(L.StoreOp(self._emit(arith.SelectOp(take, val, cur)), best.memref,
+                                    self.dims, m))
+        self._store(self._emit(arith.SelectOp(take, here, idx)), out_idx)
+        self.used_buffers.append(best.memref)
         d = describe(op)
         if d not in self.fused:
             self.fused.append(d)
