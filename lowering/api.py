@@ -219,8 +219,10 @@ class CompiledFunction:
                 return r
         tree = (args, kwargs)
         leaves, treedef = pytree.flatten(tree)
-        if self.backend == "gpu" and device_call.has_device_arrays(leaves):
-            return device_call.call(self, args, kwargs, leaves, treedef)
+        if self.backend == "gpu":
+            dev, where = device_call.device_of(leaves)
+            if dev is not None:
+                return device_call.call(self, args, kwargs, leaves, treedef, dev, where)
         n_seen = len(self.entries)
         r, variant = self._try_entries(self.entries[:n_seen], args, kwargs, leaves, treedef)
         if r is not MISS:

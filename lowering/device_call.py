@@ -34,7 +34,9 @@ from .fastpath import MISS
 _SCALARS = (type(None), bool, int, float, str)
 
 
-def _device_of(leaves) -> tuple[gpu.Device | None, list[int]]:
+def device_of(leaves) -> tuple[gpu.Device | None, list[int]]:
+    """The device of the call's device arrays (None: there are none) and
+    their positions among the leaves; arrays of two kinds are an error."""
     dev, where = None, []
     for i, x in enumerate(leaves):
         d = gpu.of(x)
@@ -46,11 +48,6 @@ def _device_of(leaves) -> tuple[gpu.Device | None, list[int]]:
         dev = d
         where.append(i)
     return dev, where
-
-
-def has_device_arrays(leaves) -> bool:
-    return any(not isinstance(x, (np.ndarray, *_SCALARS)) and gpu.of(x) is not None
-               for x in leaves)
 
 
 def _key(treedef, leaves, dev) -> tuple | None:
@@ -94,10 +91,9 @@ def _strides(x) -> tuple[int, ...]:
     return tuple(int(v) for v in s)
 
 
-def call(cf, args, kwargs, leaves, treedef):
-    """The compiled function `cf` called with device arrays among `leaves`."""
-    dev, where = _device_of(leaves)
-    assert dev is not None
+def call(cf, args, kwargs, leaves, treedef, dev, where):
+    """The compiled function `cf` called with device arrays of `dev` among
+    `leaves` (at `where`: `device_of`)."""
     entries = cf.__dict__.setdefault("_device_entries", {})
     key = _key(treedef, leaves, dev)
     run = entries.get(key) if key is not None else None

@@ -288,14 +288,9 @@ def device(kind: str | None = None) -> Device:
 
 def of(x) -> Device | None:
     """The device an array argument lives on, None for a host array."""
-    if isinstance(x, np.ndarray) or not hasattr(x, "__cuda_array_interface__") and \
-            type(x).__module__.split(".")[0] not in ("torch", "cupy"):
+    if isinstance(x, np.ndarray):
         return None
-    mod = type(x).__module__.split(".")[0]
-    if mod == "torch":
+    if type(x).__module__.split(".")[0] == "torch":
         return _make("torch") if getattr(x, "is_cuda", False) else None
-    if mod == "cupy":
-        return _make("cupy")
-    if hasattr(x, "__cuda_array_interface__"):
-        return _make("cupy")
-    return None
+    # CuPy's own arrays, and any other producer of the interface through CuPy
+    return _make("cupy") if hasattr(x, "__cuda_array_interface__") else None

@@ -222,8 +222,7 @@ class GpuProgram:
         """Host arrays in, host arrays out (see the module's text)."""
         dev = self.device
         with self._lock:
-            arrays = [dev.from_host(np.asarray(x)) if isinstance(x, np.ndarray) else
-                      dev.from_host(np.asarray(x)) for x in inputs]
+            arrays = [dev.from_host(np.asarray(x)) for x in inputs]
             outs = self._run(arrays)
             for s in self.inputs_written:
                 target = inputs[s]
@@ -297,15 +296,14 @@ class GpuProgram:
             from triton.testing import do_bench
         except ImportError:
             return
-        copies = [dev.launch_arg(dev.copy(b)) if a.kind == "buffer" else v
-                  for a, v, b in zip(tk.args, values,
-                                     [bufs[a.index] if a.kind == "buffer" else None
-                                      for a in tk.args])]
+        copies = [dev.launch_arg(dev.copy(bufs[a.index])) if a.kind == "buffer" else v
+                  for a, v in zip(tk.args, values)]
         names = tuple(tk.constexprs)
         results = []
         for consts, warps in candidates(tk):
-            grid = tk.programs(st.fixed) if consts == tuple(tk.constexprs.values()) else \
-                -(-tk.block_points(st.fixed) // consts[0])
+            # (a rows kernel keeps its block: one program per row, whatever the warps)
+            grid = -(-tk.block_points(st.fixed) // consts[0]) if tk.strategy == "pointwise" \
+                else tk.programs(st.fixed)
 
             def launch(consts=consts, warps=warps, grid=grid):
                 fn[(grid,)](*copies, **dict(zip(names, consts)), num_warps=warps, **tk.options)
@@ -334,9 +332,8 @@ class GpuProgram:
             return
         # numpy's routine on host copies (interpreter.extern: the reference's rules)
         host = {s: dev.to_host(vals[s]) for s in st.ins + st.outs}
-        run = interpreter.Interpreter.__new__(interpreter.Interpreter)
-        run.bufs = {b: host[s] for b, s in zip(st.op.buffers, st.ins + st.outs)}
-        run.extern(st.op)
+        interpreter.run_extern(st.op, {b: host[s] for b, s in zip(st.op.buffers,
+                                                                  st.ins + st.outs)})
         if st.once:
             st.made[id(dev)] = vals[st.outs[0]]
         for s in st.outs:

@@ -104,21 +104,7 @@ class Interpreter:
 
     # ---- function-level ops ---------------------------------------------------------------
     def extern(self, op: L.ExternOp) -> None:
-        n = op.num_inputs.value.data
-        ins = [self.bufs[b] for b in op.buffers[:n]]
-        outs = [self.bufs[b] for b in op.buffers[n:]]
-        fn = op.fn.data
-        if fn.startswith("matmul"):
-            flags = fn[7:] or "nn"
-            if op.body is not None:  # the product of views of the inputs
-                ins = numpy_backend.extern_operands(op)(*ins)
-            a, b = (x.swapaxes(-1, -2) if t == "t" else x for x, t in zip(ins, flags))
-            res = (np.matmul(a, b),)
-        else:
-            r = numpy_backend.extern_routine(op)(*ins)
-            res = r if len(outs) > 1 else (r,)
-        for buf, r in zip(outs, res):
-            buf[...] = r
+        run_extern(op, self.bufs)
 
     def kernel(self, k) -> None:
         self.params = k.param_values() if isinstance(k, K.KernelOp) else []
@@ -245,6 +231,26 @@ class Interpreter:
                 c = numpy_backend.parse_constant(self.params[op.index.value.data], dt)
                 return np.asarray(c, dt).reshape((1,) * depth)
             return emit(NumpyOps(depth), op, args)
+
+
+def run_extern(op: L.ExternOp, bufs: dict) -> None:
+    """A function-level `loop.extern` with numpy, on `bufs` (memref -> array):
+    a matmul with numpy's matmul, any other routine by its numpy rule."""
+    n = op.num_inputs.value.data
+    ins = [bufs[b] for b in op.buffers[:n]]
+    outs = [bufs[b] for b in op.buffers[n:]]
+    fn = op.fn.data
+    if fn.startswith("matmul"):
+        flags = fn[7:] or "nn"
+        if op.body is not None:  # the product of views of the inputs
+            ins = numpy_backend.extern_operands(op)(*ins)
+        a, b = (x.swapaxes(-1, -2) if t == "t" else x for x, t in zip(ins, flags))
+        res = (np.matmul(a, b),)
+    else:
+        r = numpy_backend.extern_routine(op)(*ins)
+        res = r if len(outs) > 1 else (r,)
+    for buf, r in zip(outs, res):
+        buf[...] = r
 
 
 def run_module(module: ModuleOp, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:

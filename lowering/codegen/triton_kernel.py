@@ -417,7 +417,7 @@ class KernelEmitter:
             for e in o.map.data.results:
                 if isinstance(e, AffineDimExpr) and e.position in pos:
                     own.add(e.position)
-                elif any(f"d{i}" in re.findall(r"d\d+", str(e)) for i in pos):
+                elif e.used_dims() & pos:
                     return "(a written buffer indexed by an expression of the map's points)"
             if own != pos or len({o.indices[i] for i in pos}) != len(margs):
                 return "(a written buffer not indexed by every point of the map)"
