@@ -113,9 +113,10 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
     if backend == "numpy":
         return []
     if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
-        return [AnnotateLayouts(tuple(layouts)), LowerToLoop(),
+        return [AnnotateLayouts(tuple(layouts)), LowerToLoop(shared_rows=backend == "cpu"),
                 Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
-                         parallel_threshold=cpu.PARALLEL_THRESHOLD), ShareKernels()]
+                         parallel_threshold=cpu.PARALLEL_THRESHOLD,
+                         split_reductions=backend == "cpu"), ShareKernels()]
     raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
 
 
@@ -204,13 +205,16 @@ def emit(module: ModuleOp, backend: str, report: LoweringReport | None,
 class ProgramKey(NamedTuple):
     """What a compiled program depends on: the segment's IR (its structural
     key, or its text), the backend, each input's layout class, and the
-    forward/backward partition of a joint function, and the cost table
-    that chose between generated kernels and library routines."""
+    forward/backward partition of a joint function, the cost table that
+    chose between generated kernels and library routines, and (GPU) the
+    compile mode: a program keeps state per mode (max-autotune's timed
+    launch configurations), which functions of another mode must not share."""
     ir: object
     backend: str
     layouts: tuple[str, ...]
     partition: tuple
     costs: str = ""
+    mode: str = ""
 
 
 # the one program cache, process-wide: functions, segments and graph-break
@@ -230,16 +234,19 @@ def clear_programs() -> None:
 
 def compile_segment(module: ModuleOp, backend: str = "numpy",
                     layouts: list[str] | None = None, key=None,
-                    partition: tuple[str, float | None] = DEFAULT_PARTITION) -> Callable:
+                    partition: tuple[str, float | None] = DEFAULT_PARTITION,
+                    mode: str = "default") -> Callable:
     """The pipeline, then the backend's emitter; programs are shared
     process-wide by `ProgramKey` (`key` names the IR: its structural key;
-    default its text). A joint forward+backward function (from
+    default its text; `mode`, the compiled function's, keeps GPU programs of
+    different modes apart). A joint forward+backward function (from
     `grad`/`value_and_grad`/`vjp`) comes out of the `remat` stage cut in two
     (`partition` = (strategy, memory_budget)) and runs as a forward then a
     backward program."""
     cache_key = ProgramKey(key if key is not None else str(module), backend,
                            tuple(layouts or ()), tuple(partition),
-                           cost_model.digest() if backend == "cpu" else "")
+                           cost_model.digest() if backend == "cpu" else "",
+                           mode if backend == "gpu" else "")
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     env = symbols_active()

@@ -57,7 +57,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Operation, Region, SSAValue
-from xdsl.ir.affine import AffineMap
+from xdsl.ir.affine import AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 from xdsl.rewriter import InsertPoint, Rewriter
 from xdsl.transforms.common_subexpression_elimination import cse
@@ -129,13 +129,19 @@ class Schedule(ModulePass):
     threads: int = 1
     parallel_threshold: int = 1 << 20
     merge: bool = True
+    split_reductions: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in [o for o in op.walk() if isinstance(o, func.FuncOp)]:
             hoist_past_externs(f)  # first: a kernel after a matmul may join its producer
             if self.merge:
                 merge_pointwise(f, self.parallel_threshold)
+                fuse_into_reductions(f, self.threads if self.split_reductions else 1,
+                                     self.parallel_threshold)
                 merge_rows(f)
+            drop_dead_stores(f)
+            if self.split_reductions and self.threads > 1:
+                split_reductions(f, self.threads, self.parallel_threshold)
         for k in [o for o in op.walk() if isinstance(o, L.KernelOp)]:
             Rewriter.replace_op(k, self.schedule(k))
 
@@ -514,3 +520,268 @@ def merge_rows(f: func.FuncOp) -> None:
         Rewriter.insert_op(merged, InsertPoint.before(run[-1]))
         for k in run:
             Rewriter.erase_op(k)
+
+
+# ---- point-wise producers computed inside the reduction that reads them -------
+def _lone_reduce(k: Operation) -> L.ReduceOp | None:
+    """The reduction of a kernel whose body is one reduction (holding no
+    loop of its own) and scalar ops around it."""
+    if not isinstance(k, L.KernelOp):
+        return None
+    passes = [o for o in k.body.block.ops if isinstance(o, (L.MapOp, L.ReduceOp))]
+    if len(passes) != 1 or not isinstance(passes[0], L.ReduceOp):
+        return None
+    r = passes[0]
+    if any(o.regions for o in r.body.block.ops):
+        return None
+    return r
+
+
+def _at_point(access: L.LoadOp | L.StoreOp, point: list[SSAValue]) -> bool:
+    return (access.map.data == AffineMap.identity(len(point))
+            and list(access.indices) == point)
+
+
+def _feeds(p: L.KernelOp, q: L.KernelOp) -> L.ReduceOp | None:
+    """q's reduction, where point-wise p may run inside it point by point:
+    p is one map over the reduction's ranges with q's parallel dims, each
+    buffer p writes a fresh allocation of that domain that both kernels
+    touch only at the point itself (q only reading it), and q writes
+    nothing p touches. None where it may not, or where q reads nothing p
+    writes (nothing to forward)."""
+    m, r = _single_map(p), _lone_reduce(q)
+    if m is None or r is None or m.sizes or r.sizes:
+        return None
+    if any(a in k.attributes for k in (p, q) for a in ("accumulate", "scatter_add")):
+        return None
+    par = list(A.ints(p.parallel))
+    ranges = list(A.ints(m.ranges))
+    if list(A.ints(q.parallel)) != par or list(A.ints(r.ranges)) != ranges:
+        return None
+    if any(o.regions for o in m.body.block.ops):
+        return None
+    p_reads, p_writes = _kernel_buffers(p)
+    q_reads, q_writes = _kernel_buffers(q)
+    if q_writes & (p_reads | p_writes) or not p_writes & q_reads:
+        return None
+    p_point = list(p.body.block.args) + list(m.body.block.args)
+    q_point = list(q.body.block.args) + list(r.body.block.args)
+    for b in p_writes:
+        if not isinstance(b.owner, memref.AllocOp) or list(b.type.get_shape()) != par + ranges:
+            return None
+        if not all(_at_point(a, p_point) for a in _accesses_of(p, b)):
+            return None
+        if not all(a.parent_op() is r and _at_point(a, q_point) for a in _accesses_of(q, b)):
+            return None
+    return r
+
+
+def fuse_into_reductions(f: func.FuncOp, split_threads: int = 1,
+                         threshold: int = 1 << 20) -> None:
+    """A point-wise kernel followed (only allocations between) by a
+    reduction over the same domain that reads what it writes (`_feeds`)
+    runs inside that reduction: its body first at each point, the
+    reduction's loads of its outputs replaced by the stored values. Its
+    stores stay for other readers; those nobody else reads go with
+    `drop_dead_stores`. A time loop's states, each read by the next step
+    and by the running total a mean then reduces (Monte Carlo paths), were
+    written as one buffer per step by the loop's kernel and read back by
+    the reduction's.
+
+    Not where the producer would run on several threads and the reduction
+    on one: a reduction to a scalar runs on one thread unless
+    `split_reductions` splits it (`split_threads` > 1 and `_split_parts`),
+    and a producer touching `threshold` elements or more is split across
+    threads; fused, its work would run on one."""
+    prev: L.KernelOp | None = None
+    for op in list(f.body.block.ops):
+        if isinstance(op, memref.AllocOp):
+            continue
+        r = _feeds(prev, op) if prev is not None and isinstance(op, L.KernelOp) else None
+        if r is not None and not A.ints(op.parallel) and not _split_parts(op, split_threads) \
+                and hint(_touched(prev, [], list(prev.buffers))) >= threshold:
+            r = None
+        if r is not None:
+            op = _fuse_into(prev, op, r)
+        prev = op if isinstance(op, L.KernelOp) else None
+
+
+def _fuse_into(p: L.KernelOp, q: L.KernelOp, r: L.ReduceOp) -> L.KernelOp:
+    m = _single_map(p)
+    mapper: dict[SSAValue, SSAValue] = dict(zip(p.body.block.args, q.body.block.args))
+    mapper.update(zip(m.body.block.args, r.body.block.args))
+    stored: dict[SSAValue, SSAValue] = {}
+    first = r.body.block.first_op
+    for o in m.body.block.ops:
+        if isinstance(o, L.YieldOp):
+            continue
+        c = o.clone(value_mapper=mapper)
+        r.body.block.insert_op_before(c, first)
+        mapper.update(zip(o.results, c.results))
+        if isinstance(o, L.StoreOp):
+            stored[o.buffer] = c.value
+    for o in list(r.body.block.ops):
+        if isinstance(o, L.LoadOp) and o.buffer in stored:
+            o.result.replace_all_uses_with(stored[o.buffer])
+            Rewriter.erase_op(o)
+    cse(r.body.block)
+    names = [n for k in (p, q) for n in (k.attributes["merged"].data if "merged" in k.attributes
+                                         else [StringAttr(k.sym_name.data)])]
+    buffers = list(p.buffers) + [b for b in q.buffers if b not in p.buffers]
+    fused = q.with_buffers(buffers)
+    fused.attributes["merged"] = ArrayAttr(names)
+    Rewriter.insert_op(fused, InsertPoint.before(q))
+    Rewriter.erase_op(q)
+    Rewriter.erase_op(p)
+    return fused
+
+
+def drop_dead_stores(f: func.FuncOp) -> None:
+    """A buffer the function allocates that nothing loads, returns or hands
+    to another op (only kernels store into it) is dropped with its stores:
+    a value realized for two readers that fusion then put in one kernel
+    is forwarded there and never needs memory."""
+    for a in [o for o in f.body.block.ops if isinstance(o, memref.AllocOp)]:
+        b = a.memref
+        users = [u.operation for u in b.uses]
+        stores = [u for u in users if isinstance(u, L.StoreOp) and u.buffer is b]
+        kernels = [u for u in users if isinstance(u, L.KernelOp)]
+        if not stores or len(stores) + len(kernels) != len(users):
+            continue
+        for s in stores:
+            Rewriter.erase_op(s)
+        for k in kernels:
+            attrs = dict(k.attributes)
+            nk = k.with_buffers([x for x in k.buffers if x is not b])
+            nk.attributes.update(attrs)
+            Rewriter.replace_op(k, nk)
+        Rewriter.erase_op(a)
+
+
+# ---- full reductions split across threads ------------------------------------
+# reductions whose partial results combine by the same reduction
+SPLIT_KINDS = ("sum", "prod", "max", "min")
+
+
+def _split_parts(k: L.KernelOp, threads: int) -> int:
+    """How many equal chunks k's reduction splits into (0: it does not): k
+    has no parallel dims and one reduction of a combinable kind over
+    static ranges whose first extent some chunk count from `threads` down
+    to 2 divides; the ops before it store nothing, and its first index is
+    used only to address loads and stores."""
+    r = _lone_reduce(k)
+    if r is None or A.ints(k.parallel) or r.sizes or r.kind.data not in SPLIT_KINDS:
+        return 0
+    if any(a in k.attributes for a in ("accumulate", "scatter_add")):
+        return 0
+    ranges = A.ints(r.ranges)
+    if not ranges or any(type(n) is not int or n <= 0 for n in ranges):
+        return 0
+    before = []
+    for o in k.body.block.ops:
+        if o is r:
+            break
+        before.append(o)
+    if any(isinstance(o, L.StoreOp) or o.regions for o in before):
+        return 0
+    i0 = r.body.block.args[0]
+    for use in i0.uses:
+        o = use.operation
+        if not isinstance(o, (L.LoadOp, L.StoreOp)):
+            return 0
+        at = use.index - (len(o.operands) - len(o.indices))  # its place among the indices
+        if not 0 <= at < o.map.data.num_dims:  # (a symbol operand is not shifted)
+            return 0
+    for n in range(min(threads, ranges[0] // 2), 1, -1):
+        if ranges[0] % n == 0:
+            return n
+    return 0
+
+
+def _shift(o: L.LoadOp | L.StoreOp, inner: SSAValue, chunk_index: SSAValue,
+           chunk: int) -> Operation:
+    """The access o makes at `inner`, made at `chunk_index * chunk + inner`
+    instead: the chunk index becomes a new last dim of o's map."""
+    mp = o.map.data
+    nd = mp.num_dims
+    idx = list(o.indices)
+    new_dim = AffineExpr.dimension(nd)
+    dims = [AffineExpr.dimension(d) + new_dim * chunk if idx[d] is inner
+            else AffineExpr.dimension(d) for d in range(nd)]
+    syms = [AffineExpr.symbol(s) for s in range(mp.num_symbols)]
+    new_map = mp.replace_dims_and_symbols(dims, syms, nd + 1, mp.num_symbols)
+    new_idx = idx[:nd] + [chunk_index] + idx[nd:]
+    if isinstance(o, L.LoadOp):
+        return L.LoadOp(o.buffer, new_idx, new_map)
+    return L.StoreOp(o.value, o.buffer, new_idx, new_map)
+
+
+def _with_used(k: L.KernelOp, candidates: list[SSAValue]) -> L.KernelOp:
+    """k over those of `candidates` its body loads or stores."""
+    reads, writes = _kernel_buffers(k)
+    return k.with_buffers([b for b in candidates if b in reads or b in writes])
+
+
+def split_reductions(f: func.FuncOp, threads: int, threshold: int) -> None:
+    """A kernel reducing a big domain to a scalar (no parallel dims) ran on
+    one thread. Where `_split_parts` allows and it touches `threshold`
+    elements or more, it becomes two: one reducing each of n equal chunks
+    of the first dim into a buffer of n partial results, the chunks its
+    parallel dim (split across threads), then one reducing the partials
+    and running the ops after the reduction. The sum's order changes
+    (chunk by chunk, then the chunks' totals): as any blocked summation,
+    within the reduction tolerances; max and min are exact."""
+    for k in [o for o in f.body.block.ops if isinstance(o, L.KernelOp)]:
+        n = _split_parts(k, threads)
+        if not n or hint(_touched(k, [], list(k.buffers))) < threshold:
+            continue
+        r = _lone_reduce(k)
+        ranges = list(A.ints(r.ranges))
+        chunk = ranges[0] // n
+        partial = memref.AllocOp([], [], MemRefType(r.result.type, [n]))
+        part = L.KernelOp(k.sym_name.data + "_part", [], [n])
+        join = L.KernelOp(k.sym_name.data + "_join", [], [])
+        (c,) = part.body.block.args
+        pm: dict[SSAValue, SSAValue] = {}
+        jm: dict[SSAValue, SSAValue] = {}
+        ops = [o for o in k.body.block.ops if not isinstance(o, L.YieldOp)]
+        at = ops.index(r)
+        for o in ops[:at]:
+            x = o.clone(value_mapper=pm)
+            part.body.block.add_op(x)
+            pm.update(zip(o.results, x.results))
+            y = o.clone(value_mapper=jm)
+            join.body.block.add_op(y)
+            jm.update(zip(o.results, y.results))
+        red = L.ReduceOp(r.kind.data, [chunk] + ranges[1:], r.result.type)
+        bm = dict(pm)
+        bm.update(zip(r.body.block.args, red.body.block.args))
+        old, inner = r.body.block.args[0], red.body.block.args[0]
+        for o in r.body.block.ops:
+            x = o.clone(value_mapper=bm)
+            if isinstance(o, (L.LoadOp, L.StoreOp)) and old in list(o.indices):
+                y = _shift(x, inner, c, chunk)
+                x.erase()
+                x = y
+            red.body.block.add_op(x)
+            bm.update(zip(o.results, x.results))
+        part.body.block.add_ops([red, L.StoreOp(red.result, partial.memref, [c],
+                                                AffineMap.identity(1)), L.YieldOp()])
+        total = L.ReduceOp(r.kind.data, [n], r.result.type)
+        (i,) = total.body.block.args
+        ld = L.LoadOp(partial.memref, [i], AffineMap.identity(1))
+        total.body.block.add_ops([ld, L.YieldOp(ld.result)])
+        join.body.block.add_op(total)
+        jm[r.result] = total.result
+        for o in ops[at + 1:]:
+            y = o.clone(value_mapper=jm)
+            join.body.block.add_op(y)
+            jm.update(zip(o.results, y.results))
+        join.body.block.add_op(L.YieldOp())
+        part = _with_used(part, list(k.buffers) + [partial.memref])
+        join = _with_used(join, list(k.buffers) + [partial.memref])
+        # (explain lists the part under the kernels it computes)
+        part.attributes["merged"] = k.attributes.get("merged", ArrayAttr([k.sym_name]))
+        for x in (partial, part, join):
+            Rewriter.insert_op(x, InsertPoint.before(k))
+        Rewriter.erase_op(k)

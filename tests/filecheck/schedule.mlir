@@ -37,6 +37,34 @@
 // CHECK-LABEL: func.func @time_steps
 // AVX2:       kernel.kernel "k1"({{.*}}) parallel [] vector {{[0-9]+}} : i64 unroll 1 : i64 split "map" work 300 : i64 threads 4 : i64
 // AVX512:     kernel.kernel "k1"({{.*}}) parallel [] vector {{[0-9]+}} : i64 unroll 1 : i64 split "map" work 300 : i64 threads 1 : i64
+//
+// A time loop's states (a and b), each read by the next step and by the
+// running total a mean reduces: the loop's kernel runs inside the
+// reduction's (`fuse_into_reductions`), the states forwarded, their buffers
+// gone (`drop_dead_stores`). Over the first run's threshold the reduction,
+// to a scalar, splits into 4 chunks of 1000 reduced in parallel and a join
+// of the partials (`split_reductions`); under the second's it stays whole.
+// CHECK-LABEL: func.func @time_loop_mean
+// CHECK-NOT:  memref<4000xf32>
+// AVX2:       memref.alloc() : memref<4xf32>
+// AVX2:       kernel.kernel "k2_part"({{.*}}) parallel [4] {{.*}} split "parallel" work 4 : i64 threads 4 : i64
+// AVX2:         loop.reduce "sum" [1000]
+// AVX2:         loop.load %0[affine_map<(d0, d1) -> (0, (d0 + (d1 * 1000)))>]
+// AVX512:     kernel.kernel "k2"({{.*}}) parallel [] {{.*}} threads 1 : i64
+// AVX512:       loop.reduce "sum" [4000]
+// CHECK-NOT:    loop.store {{.*}} memref<4000xf32>
+// CHECK:        math.exp
+// CHECK-NOT:    loop.store {{.*}} memref<4000xf32>
+// CHECK:        math.exp
+// CHECK-NOT:    loop.store {{.*}} memref<4000xf32>
+// AVX2:       } {merged = ["k1", "k2"]}
+// AVX2:       kernel.kernel "k2_join"({{.*}}) parallel [] {{.*}} threads 1 : i64
+// AVX2:         loop.reduce "sum" [4]
+// AVX2:         arith.divf
+// AVX512:       arith.divf
+// AVX512:     } {merged = ["k1", "k2"]}
+// CHECK-NOT:  kernel.kernel
+// CHECK:      func.return
 
 builtin.module {
   func.func @merged_pointwise(%0: memref<64x256xf32> {lowering.layout = "C"}, %1: memref<64x256xf32> {lowering.layout = "C"}) -> (memref<64x256xf32>, memref<64x256xf32>) {
@@ -134,5 +162,38 @@ builtin.module {
       loop.yield
     } : memref<8x300xf32>, memref<300xf32>
     func.return %1 : memref<300xf32>
+  }
+  func.func @time_loop_mean(%0: memref<2x4000xf32> {lowering.layout = "C"}) -> memref<f32> {
+    %1 = memref.alloc() : memref<4000xf32>
+    %2 = memref.alloc() : memref<4000xf32>
+    loop.kernel "k1"(%0, %1, %2) parallel [] {
+      loop.map [4000] {
+      ^bb0(%3: index):
+        %4 = loop.load %0[affine_map<(d0) -> (0, d0)>] (%3) : memref<2x4000xf32> -> f32
+        %5 = math.exp %4 : f32
+        loop.store %5, %1[affine_map<(d0) -> (d0)>] (%3) : f32, memref<4000xf32>
+        %6 = loop.load %0[affine_map<(d0) -> (1, d0)>] (%3) : memref<2x4000xf32> -> f32
+        %7 = math.exp %6 : f32
+        %8 = arith.mulf %5, %7 : f32
+        loop.store %8, %2[affine_map<(d0) -> (d0)>] (%3) : f32, memref<4000xf32>
+        loop.yield
+      }
+      loop.yield
+    } : memref<2x4000xf32>, memref<4000xf32>, memref<4000xf32>
+    %9 = memref.alloc() : memref<f32>
+    loop.kernel "k2"(%1, %2, %9) parallel [] {
+      %10 = loop.reduce "sum" [4000] {
+      ^bb0(%11: index):
+        %12 = loop.load %1[affine_map<(d0) -> (d0)>] (%11) : memref<4000xf32> -> f32
+        %13 = loop.load %2[affine_map<(d0) -> (d0)>] (%11) : memref<4000xf32> -> f32
+        %14 = arith.addf %12, %13 : f32
+        loop.yield %14 : f32
+      } : f32
+      %15 = loop.const "4000.0" : f32
+      %16 = arith.divf %10, %15 : f32
+      loop.store %16, %9[affine_map<() -> ()>] () : f32, memref<f32>
+      loop.yield
+    } : memref<4000xf32>, memref<4000xf32>, memref<f32>
+    func.return %9 : memref<f32>
   }
 }
