@@ -60,10 +60,11 @@ from .capture.tracer import (
 )
 from .capture.traced import TracedArray
 from .config import config, logger
-from .fastpath import MISS, flat_positional, make_fast_call
+from .fastpath import MISS, flat_positional, keyword_call, make_fast_call
 from .pipeline import compile_segment
 from .replay import replayer
 
+MAX_KEYWORD_CALLS = 8  # generated calls kept for other keyword spellings of a call
 MODES = ("default", "reduce-overhead", "max-autotune")
 MAX_VARIANTS = 16  # paths through graph breaks kept per function (then: traced per call)
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -198,6 +199,9 @@ class CompiledFunction:
         self.programs_run: list = []  # programs the last trace ran, in order
         self._fast: Callable | None = None  # generated call for the first plain entry
         self._fast_kw = False  # whether it takes keyword arguments (`fastpath.access`)
+        # generated calls for other keyword spellings of a plain call, by
+        # (positional count, keyword names in order): f(x, y=y) after f(x, y)
+        self._fast_calls: dict[tuple, Callable] = {}
         self._device_last: tuple | None = None  # device_call.fast's (signature, entry)
 
     def __get__(self, obj, objtype=None):
@@ -209,9 +213,12 @@ class CompiledFunction:
             r = device_call.fast(self, args)
             if r is not MISS:
                 return r
-        if self._fast is not None and (not kwargs or self._fast_kw):
+        fast = self._fast if not kwargs or self._fast_kw else None
+        if kwargs and self._fast_calls:
+            fast = self._fast_calls.get((len(args), tuple(kwargs)), fast)
+        if fast is not None:
             try:
-                r = self._fast(*args, **kwargs)
+                r = fast(*args, **kwargs)
             except Exception as e:  # an error at run time: numpy's own, eagerly
                 return self._rerun(args, kwargs, e)
             if r is not MISS:
@@ -436,6 +443,14 @@ class CompiledFunction:
                                   plan.paths, gvals)
             if fast is not None:  # (one for keywords or nested arguments takes them)
                 self._fast, self._fast_kw = fast, not flat_positional(treedef, len(leaves))
+        elif (kwargs and not trace.breaks and not plan.writes and symbols is None
+              and len(self._fast_calls) < MAX_KEYWORD_CALLS
+              and keyword_call(treedef, len(leaves)) is not None):
+            # the same function called with other keywords: a call of its own
+            fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog,
+                                  plan.paths, gvals)
+            if fast is not None:
+                self._fast_calls[(len(args), tuple(kwargs))] = fast
         sources = list(leaves) + gvals
         if plan.failure is not None:
             return self._rerun(args, kwargs, plan.failure)

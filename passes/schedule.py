@@ -176,7 +176,9 @@ class Schedule(ModulePass):
         else:
             threads = parallel_threads(touched, work, self.threads, self.parallel_threshold)
         reduction = "none"
-        if reduces:
+        if reduces and "chunks" in k.attributes:  # (each chunk is read once: `split_reductions`)
+            reduction = "streaming"
+        elif reduces:
             row = 1
             for n in A.ints(reduces[0].ranges):
                 row = None if row is None or n == A.DYN else row * hint(n)
@@ -780,6 +782,7 @@ def split_reductions(f: func.FuncOp, threads: int, threshold: int) -> None:
         join.body.block.add_op(L.YieldOp())
         part = _with_used(part, list(k.buffers) + [partial.memref])
         join = _with_used(join, list(k.buffers) + [partial.memref])
+        part.attributes["chunks"] = IntegerAttr(n, i64)
         # (explain lists the part under the kernels it computes)
         part.attributes["merged"] = k.attributes.get("merged", ArrayAttr([k.sym_name]))
         for x in (partial, part, join):

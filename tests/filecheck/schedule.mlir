@@ -47,7 +47,7 @@
 // CHECK-LABEL: func.func @time_loop_mean
 // CHECK-NOT:  memref<4000xf32>
 // AVX2:       memref.alloc() : memref<4xf32>
-// AVX2:       kernel.kernel "k2_part"({{.*}}) parallel [4] {{.*}} split "parallel" work 4 : i64 threads 4 : i64
+// AVX2:       kernel.kernel "k2_part"({{.*}}) parallel [4] {{.*}} split "parallel" work 4 : i64 threads 4 : i64 reduction "streaming"
 // AVX2:         loop.reduce "sum" [1000]
 // AVX2:         loop.load %0[affine_map<(d0, d1) -> (0, (d0 + (d1 * 1000)))>]
 // AVX512:     kernel.kernel "k2"({{.*}}) parallel [] {{.*}} threads 1 : i64

@@ -131,3 +131,30 @@ def test_nested_results_of_positional_calls_keep_their_structure():
         assert_same_value(got[1][1][1], want[1][1][1])
         assert_same_value(got[2][0], want[2][0])
     assert cf._fast is not None
+
+
+def test_keyword_spellings_after_a_positional_call_get_calls_of_their_own():
+    """f(x, y) first, then f(x, y=y) and f(x=x, y=y): each spelling gets a
+    generated call (keyed by positional count and keyword names in order),
+    so none runs the general path after its first call; each still lands
+    its values on their own names."""
+    def f(x, y):
+        return x * 2 - y
+
+    x, y, _ = arrays()
+    cf = lowering.compile(f)
+    assert_same_value(cf(x, y), f(x, y))
+    spellings = [lambda a, b: cf(a, y=b), lambda a, b: cf(x=a, y=b), lambda a, b: cf(y=b, x=a)]
+    for call in spellings:
+        call(x, y)
+    general = []
+    real = cf._try_entries
+    cf._try_entries = lambda *a: (general.append(a), real(*a))[1]
+    for call in spellings:
+        for a, b in ((x, y), (y, x)):
+            assert_same_value(call(a, b), f(a, b))
+    assert general == []  # every call ran a generated one
+    # another shape misses the generated call: the general path compiles it
+    x2, y2 = np.ones(5, np.float32), np.arange(5, dtype=np.float32)
+    assert_same_value(cf(x=x2, y=y2), f(x2, y2))
+    assert general
