@@ -303,6 +303,21 @@ def test_softmax_keeps_its_row_in_registers():
     assert body.count("libdevice.exp(") == 1  # exp computed once per element
 
 
+def test_a_row_that_fills_its_block_is_not_masked():
+    """A row as long as its register block (a power of two) loads and stores
+    without a mask; a shorter one keeps it (its last lanes are past the
+    row). Both give numpy's answer in the interpreter."""
+    (full,) = kernels_of(layernorm, "f32[4,64] f32[64] f32[64]")
+    (part,) = kernels_of(layernorm, "f32[4,48] f32[48] f32[48]")
+    assert "mask" not in full.source.split(f"def {full.fn_name}(")[1]
+    body = part.source.split(f"def {part.fn_name}(")[1]
+    assert "< 48" in body and "mask=" in body
+    for spec in ("f32[4,64] f32[64] f32[64]", "f32[4,48] f32[48] f32[48]"):
+        args, _ = dump.make_inputs(spec, seed=1)
+        module = kernel_level(layernorm, spec)
+        _check("layernorm", TL.run_module(module, args), eager(layernorm, args), args)
+
+
 def test_long_rows_loop():
     (tk,) = kernels_of(softmax, "f32[2,10000]")
     body = tk.source.split(f"def {tk.fn_name}(")[1]
