@@ -572,12 +572,14 @@ class CompiledFunction:
         layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
         try:  # (the one program cache: the pipeline's, process-wide)
             prog = compile_segment(module, self.backend, layouts, structural_key(module),
-                                   self.partition)
+                                   self.partition, self.mode)
         except Exception as e:
             raise _CompilerFailure(e) from e
         self._last_prog = prog
         if self.mode == "max-autotune" and hasattr(prog, "tune"):
-            prog.tune = True  # (the GPU backend: launch configurations timed at the first run)
+            # (the GPU backend: launch configurations timed at the first run; the
+            # program is this mode's own: the mode is in its ProgramKey)
+            prog.tune = True
         self.programs_run.append(prog)
         try:
             return prog(inputs)
@@ -815,7 +817,7 @@ class CompiledFunction:
         def run_probe(module, inputs):
             layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
             prog = compile_segment(module, self.backend, layouts, structural_key(module),
-                                   self.partition)
+                                   self.partition, self.mode)
             probe_programs.append((module, prog))
             (fn,) = module.ops
             return [np.zeros(tuple(int.__int__(n) for n in t.get_shape()), from_ir(t.element_type))
@@ -1254,6 +1256,14 @@ def compile(fn: Callable | None = None, *, mode: str = "default", dynamic=None,
             fullgraph: bool = False, backend: str | None = None,
             memory_budget: float | None = None, partition: str | None = None):
     """Compile a numpy function. Usable as `@compile` or `@compile(...)`.
+
+    `mode`: "default"; "max-autotune" (GPU: each kernel's launch
+    configurations timed at its first run, the fastest kept);
+    "reduce-overhead" (GPU: calls on device arrays replay one CUDA graph
+    per device entry — arguments copied into the graph's own buffers unless
+    passed at the addresses it was captured with, results cloned; programs
+    it cannot capture run as in "default": lowering/device_graph.py). A
+    GPU program is compiled per mode: modes never share one.
 
     For differentiated functions (`compile(value_and_grad(f))`): `partition`
     ("min_cut", the default, or "save_all") chooses what the forward saves for

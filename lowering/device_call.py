@@ -16,7 +16,9 @@ reads (a helper function, a constant), then run its program on the device
 arrays directly, with no copy.
 Anything else keeps running on host copies — correct, and slow: the log
 `graph_breaks` says why once per key (a graph break, Python state, random
-numbers, a result that is a view, host arrays mixed with device arrays)."""
+numbers, a result that is a view, host arrays mixed with device arrays).
+With mode="reduce-overhead" each device entry replays its program as one
+graph (lowering/device_graph.py)."""
 
 from __future__ import annotations
 
@@ -25,10 +27,12 @@ from typing import Any
 import numpy as np
 
 from runtime import gpu
+from runtime.guards import layout_class
 
 from . import pytree
 from .capture.tracer import apply_plan
 from .config import logger
+from .device_graph import GraphedEntry
 from .fastpath import MISS
 
 _SCALARS = (type(None), bool, int, float, str)
@@ -105,8 +109,12 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
                 # positional device arrays only: the next call may take `fast`
                 cf._device_last = (tuple(_signature(x) for x in args), run)
             return r
-    host = [dev.to_host(x) if i in where else x for i, x in enumerate(leaves)]
-    before = {i: np.array(host[i], copy=True) for i in where}
+    # (in each device array's layout class: the program compiled on the host
+    # copies is the one the device entry runs on the device arrays)
+    layouts = {i: _layout_class(leaves[i]) for i in where}
+    host = [_in_layout(dev.to_host(x), layouts[i]) if i in where else x
+            for i, x in enumerate(leaves)]
+    before = {i: _in_layout(np.array(host[i], copy=True), layouts[i]) for i in where}
     hargs, hkwargs = pytree.unflatten(treedef, host)
     out = cf(*hargs, **hkwargs)  # this call, once: on host copies (compiles on a miss)
     # arguments the call wrote go back to the caller's device arrays
@@ -119,11 +127,53 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
         entry = _entry_of(cf, unchanged, treedef)
         why = _why_not(cf, entry)
         if why is None:
-            entries[key] = _device_runner(dev, entry)
+            entries[key] = _device_runner(dev, entry, cf)
         else:
             logger("graph_breaks").info("%s on %s arrays runs on host copies: %s",
                                         cf.__qualname__, dev.name, why)
     return _to_device(dev, out)
+
+
+def _layout_class(x) -> str:
+    """"C", "F" or "strided" for a device array, by numpy's rules (dims of
+    size 1 don't count; an empty array is contiguous): what the program the
+    device entry runs on it was compiled for."""
+    shape = tuple(x.shape)
+    strides = x.stride() if callable(getattr(x, "stride", None)) else \
+        tuple(s // x.itemsize for s in x.strides)
+    if _dense(shape, strides, reversed(range(len(shape)))):
+        return "C"
+    return "F" if _dense(shape, strides, range(len(shape))) else "strided"
+
+
+def _dense(shape, strides, order) -> bool:
+    if 0 in shape:
+        return True
+    step = 1
+    for d in order:
+        if shape[d] != 1:
+            if strides[d] != step:
+                return False
+            step *= shape[d]
+    return True
+
+
+def _in_layout(h: np.ndarray, layout: str) -> np.ndarray:
+    """Host array `h`, or a copy of it in layout class `layout` (a device
+    to_host copy comes back C-contiguous from a strided view, and from
+    CuPy also from an F-ordered array). A strided copy is a view of twice
+    the memory, every stride doubled."""
+    if layout_class(h) == layout:
+        return h
+    if layout == "C":
+        return np.ascontiguousarray(h)
+    if layout == "F":
+        return np.asfortranarray(h)
+    dense = np.ascontiguousarray(h)
+    out = np.lib.stride_tricks.as_strided(np.empty(2 * h.size, h.dtype), h.shape,
+                                          tuple(2 * s for s in dense.strides))
+    out[...] = dense
+    return out
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -149,24 +199,32 @@ def _why_not(cf, entry) -> str | None:
     return None
 
 
-def _device_runner(dev, entry):
+def _device_runner(dev, entry, cf=None):
     """The device entry's call: the entry's guards on the Python state the
     function reads (a helper function, a constant: its `G` checks), then
-    its program on the caller's arrays; MISS where a guard fails."""
+    its program on the caller's arrays; MISS where a guard fails. For a
+    mode="reduce-overhead" function, the program replayed as a graph
+    (lowering/device_graph.py), which runs `steps` where it cannot."""
     prog, bindings, out_plan, convert = entry.device
     state = [c for c in entry.guards.checks if c.where == "G"]
     scalars = [(i, c) for i, c in enumerate(convert) if c is not None]
+
+    def steps(leaves, tree):
+        inputs = [leaves[b] for b in bindings]
+        for i, c in scalars:  # a Python scalar: a 0-d device array of its value
+            inputs[i] = dev.from_host(np.asarray(c(inputs[i])))
+        results = prog.run_device(inputs, dev)
+        return apply_plan(out_plan, list(results), leaves)
+
+    if cf is not None and cf.mode == "reduce-overhead":
+        return GraphedEntry(dev, entry, steps, cf.__qualname__)
 
     def run(leaves, tree):
         if state:
             g = entry.gvals(leaves, tree)
             if g is None or any(c.failure(leaves, g) for c in state):
                 return MISS
-        inputs = [leaves[b] for b in bindings]
-        for i, c in scalars:  # a Python scalar: a 0-d device array of its value
-            inputs[i] = dev.from_host(np.asarray(c(inputs[i])))
-        results = prog.run_device(inputs, dev)
-        return apply_plan(out_plan, list(results), leaves)
+        return steps(leaves, tree)
     return run
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from . import pytree
 from .api import CompiledFunction, compile
+from .device_graph import explain_line
 
 
 @dataclass
@@ -34,6 +35,8 @@ class ExplainOutput:
     # per graph, the cost model's choice for each op it decided (path and why)
     paths: list[list[str]] = field(default_factory=list)
     # per graph of a backend="gpu" function, what each step does on the device
+    # (and, with mode="reduce-overhead", whether device-array calls replay a
+    # graph of its steps, or why not)
     device: list[list[str]] = field(default_factory=list)
 
     @property
@@ -139,6 +142,8 @@ def explain(fn, dynamic=None):
                 paths.append([])
         levels = [str(getattr(p, "kernel_module", "") or "") for p in progs]
         device = [p.describe() if hasattr(p, "run_device") else [] for p in progs]
+        if cf.mode == "reduce-overhead" and cf.backend == "gpu":
+            device = [d + [explain_line(p, entry)] for d, p in zip(device, progs)]
         return ExplainOutput(len(trace.segments), len(trace.breaks), list(trace.breaks),
                              entry.guards.describe(), ops, graphs, kernels, refused, partitions,
                              sum(p.kernel_bodies for p in progs), probe.last_sizes, levels,

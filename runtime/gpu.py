@@ -9,6 +9,12 @@ get there and back. One `Device` per kind of array library:
   machine without a GPU, step for step as on the device, so that the
   plan (buffers, aliasing, launches, externs, copies back) is tested in CI.
 
+Each device also makes `DeviceGraph`s: work captured once and replayed
+(`mode="reduce-overhead"`): a CUDA graph through torch (`TorchGraph`) or
+CuPy's stream capture (`CupyGraph`), and for `HostDevice` a stand-in
+(`HostGraph`) that records the work and replays it on the same buffers, so
+that the buffers, copies and re-captures around a graph are tested in CI.
+
 `device()` picks one: the `LOWERING_GPU` environment variable
 (`torch`, `cupy`, `interpret`), else torch with CUDA, else CuPy with a
 device, else none (`NoDevice` says what is missing). `of(x)` is the device
@@ -20,7 +26,7 @@ Nothing here imports torch, CuPy or Triton before a function needs them."""
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -28,6 +34,11 @@ import numpy as np
 
 class NoDevice(RuntimeError):
     """backend="gpu" on a machine where no CUDA array library finds a device."""
+
+
+class NotCapturable(RuntimeError):
+    """Work that a graph cannot hold (the message says what): it runs step
+    by step, as without a graph."""
 
 
 class Pointer:
@@ -82,6 +93,29 @@ class Device:
         """Whether `x` is an array of this device's kind."""
         return False
 
+    # ---- what graphs need ----
+    def empty_like(self, x):
+        """An uninitialized array of x's shape and dtype in x's layout (C
+        stays C, F stays F): a graph's own buffer for an input, which the
+        program was compiled for in the caller's layout."""
+        raise NotImplementedError
+
+    def copy_into(self, dst, src) -> None:
+        """dst <- src, device to device, on the current stream (any layouts)."""
+        raise NotImplementedError
+
+    def data_ptr(self, x) -> int:
+        """The address of x's first element: what a graph bakes in."""
+        return self.launch_arg(x).data_ptr()
+
+    def current_stream(self) -> int:
+        """The current stream's handle: a graph's buffers are ordered by the
+        stream that replays it, so a call on another one runs without it."""
+        return 0
+
+    def graph(self) -> DeviceGraph:
+        raise NotCapturable(f"{self.name} arrays have no graphs")
+
 
 class TorchDevice(Device):
     name = "torch"
@@ -93,6 +127,12 @@ class TorchDevice(Device):
             raise NoDevice("torch finds no CUDA device")
         self.torch = torch
         self.dev = torch.device("cuda")
+        try:  # (what Triton's launcher reads too: cheaper than a Stream object)
+            from torch._C import _cuda_getCurrentRawStream as raw
+
+            self._stream = lambda: raw(torch.cuda.current_device())
+        except ImportError:
+            self._stream = lambda: torch.cuda.current_stream().cuda_stream
 
     def dtype(self, dt: np.dtype):
         return _torch_dtype(self.torch, np.dtype(dt))
@@ -126,6 +166,21 @@ class TorchDevice(Device):
 
     def owns(self, x):
         return isinstance(x, self.torch.Tensor) and x.is_cuda
+
+    def empty_like(self, x):
+        return self.torch.empty_like(x)  # (preserve_format: a dense layout's strides kept)
+
+    def copy_into(self, dst, src):
+        dst.copy_(src)
+
+    def data_ptr(self, x):
+        return x.data_ptr()
+
+    def current_stream(self):
+        return self._stream()
+
+    def graph(self):
+        return TorchGraph(self)
 
 
 class CupyDevice(Device):
@@ -168,6 +223,21 @@ class CupyDevice(Device):
 
     def owns(self, x):
         return isinstance(x, self.cp.ndarray)
+
+    def empty_like(self, x):
+        return self.cp.empty_like(x)  # (order "K": x's layout)
+
+    def copy_into(self, dst, src):
+        self.cp.copyto(dst, src)
+
+    def data_ptr(self, x):
+        return x.data.ptr
+
+    def current_stream(self):
+        return self.cp.cuda.get_current_stream().ptr
+
+    def graph(self):
+        return CupyGraph(self)
 
 
 class _HostStorage:
@@ -241,6 +311,117 @@ class HostDevice(Device):
 
     def owns(self, x):
         return False
+
+    def empty_like(self, x):
+        return np.empty_like(x)  # (order "K": x's layout)
+
+    def copy_into(self, dst, src):
+        np.copyto(dst, src)
+
+    def graph(self):
+        return HostGraph(self)
+
+
+# ---- graphs ------------------------------------------------------------------------
+
+class DeviceGraph:
+    """Device work captured once and replayed. `capture(work)` records the
+    calls in `work`, in order — each `w(stream)` launches a kernel or calls
+    the device library on buffers fixed at capture, on the stream it is
+    given — and runs none of them (as a CUDA capture runs nothing);
+    `replay()` runs them all again on the current stream. The graph bakes
+    in every buffer's address: whoever replays it keeps those buffers alive
+    and copies data in and out of them (`copy`, `clone`), which the graph
+    counts."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self.copies = 0  # copies into its inputs and back out of them
+        self.clones = 0  # outputs cloned for the caller
+
+    def capture(self, work: Sequence[Callable[[int | None], None]]) -> None:
+        raise NotImplementedError
+
+    def replay(self) -> None:
+        raise NotImplementedError
+
+    def copy(self, dst, src) -> None:
+        """dst <- src on the device: the caller's array into one of the
+        graph's inputs before a replay, or back after it."""
+        self.copies += 1
+        self.device.copy_into(dst, src)
+
+    def clone(self, x):
+        """A fresh copy of one of the graph's outputs, which the next replay
+        overwrites."""
+        self.clones += 1
+        return self.device.copy(x)
+
+
+class TorchGraph(DeviceGraph):
+    """torch.cuda.CUDAGraph, captured on a side stream (capture needs one
+    that is not the default stream) after the current stream's work."""
+
+    def capture(self, work):
+        torch = self.device.torch
+        g = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            # (thread_local: other threads' allocations don't break this capture)
+            g.capture_begin(capture_error_mode="thread_local")
+            _capture_work(work, side.cuda_stream, g.capture_end)
+        torch.cuda.current_stream().wait_stream(side)
+        self.g = g
+
+    def replay(self):
+        self.g.replay()
+
+
+class CupyGraph(DeviceGraph):
+    """CuPy's stream capture (`Stream.begin_capture`, relaxed mode: its
+    memory pool may allocate) into a `cupy.cuda.Graph`, launched on CuPy's
+    current stream."""
+
+    def capture(self, work):
+        cp = self.device.cp
+        side = cp.cuda.Stream(non_blocking=True)
+        side.wait_event(cp.cuda.get_current_stream().record())
+        with side:
+            side.begin_capture()
+            ended: list = []
+            _capture_work(work, side.ptr, lambda: ended.append(side.end_capture()))
+        self.g = ended[0]
+
+    def replay(self):
+        self.g.launch()
+
+
+class HostGraph(DeviceGraph):
+    """HostDevice's stand-in for a CUDA graph: capture records the work
+    (runs nothing), replay runs it in order on the same host buffers."""
+
+    def capture(self, work):
+        self.work = list(work)
+
+    def replay(self):
+        for w in self.work:
+            w(None)
+
+
+def _capture_work(work, stream: int, end: Callable[[], None]) -> None:
+    """Issue `work` on the capturing `stream`, then end the capture (also
+    when issuing failed: the failure is what the caller hears)."""
+    try:
+        for w in work:
+            w(stream)
+    except BaseException:
+        try:
+            end()
+        except Exception:  # (an invalidated capture: the first failure says why)
+            pass
+        raise
+    end()
 
 
 def tl_dtype(dt: np.dtype):

@@ -22,7 +22,11 @@ A program is called two ways:
   copied back, and every input the program writes in place (a slice
   assignment into an argument) is copied back into the caller's array;
 - `program.run_device(arrays)` with arrays already on the device: results
-  stay there (arrays of the same kind), inputs are written in place.
+  stay there (arrays of the same kind), inputs are written in place;
+- `program.capture(arrays, device, graph)` (`mode="reduce-overhead"`):
+  the same steps on the device arrays `arrays`, recorded once into a
+  `runtime.gpu.DeviceGraph` (a CUDA graph) and replayed by its caller
+  (`lowering/device_graph.py`); `graph_why()` says why a program cannot be.
 
 The device does not report IEEE floating-point flags, so `np.errstate` has
 no effect on what a GPU program does (as in torch and JAX): no warning, no
@@ -251,21 +255,33 @@ class GpuProgram:
                 self._run_extern(st, vals, dev)
         return [vals[s] for s in self.outputs]
 
-    def _run_kernel(self, st: Launch, bufs: list, dev: gpu.Device) -> None:
-        tk = st.kernel
+    def _kernel_fn(self, st: Launch, dev: gpu.Device):
+        """The launch's @triton.jit function, for the device's kind (compiled
+        for the GPU, or Triton's interpreter), loaded at first use."""
         fn = st.fn if st.fn is not None and st.fn[0] == dev.interpreted else None
         if fn is None:
             from .triton_launch import load
 
-            st.fn = fn = (dev.interpreted, load(tk, interpret=dev.interpreted))
-        fn = fn[1]
+            st.fn = fn = (dev.interpreted, load(st.kernel, interpret=dev.interpreted))
+        return fn[1]
+
+    @staticmethod
+    def _launch_values(st: Launch, bufs: list, dev: gpu.Device) -> list:
+        """The launch's arguments in the kernel's order: its buffers as the
+        launcher takes them, the strides read off them, the fixed values."""
+        tk = st.kernel
         args = dict(st.fixed)
         for name, j, d in st.strides:
             x = bufs[j]
             args[name] = int(x.strides[d] // x.itemsize) if isinstance(x, np.ndarray) or \
                 not callable(getattr(x, "stride", None)) else int(x.stride(d))
-        values = [dev.launch_arg(bufs[a.index]) if a.kind == "buffer" else args[a.name]
-                  for a in tk.args]
+        return [dev.launch_arg(bufs[a.index]) if a.kind == "buffer" else args[a.name]
+                for a in tk.args]
+
+    def _run_kernel(self, st: Launch, bufs: list, dev: gpu.Device) -> None:
+        tk = st.kernel
+        fn = self._kernel_fn(st, dev)
+        values = self._launch_values(st, bufs, dev)
         if dev.interpreted:
             with np.errstate(all="ignore"):
                 fn[(st.grid,)](*values, **tk.constexprs)
@@ -285,6 +301,89 @@ class GpuProgram:
                             num_warps=st.num_warps, **tk.options)
         if hasattr(ck, "function") and hasattr(ck, "run"):
             st.runners[key] = ck[(st.grid, 1, 1)]
+
+    # ---- graphs (mode="reduce-overhead") ----
+    def graph_why(self) -> str:
+        """Why the program cannot be captured into a graph ("" where it can):
+        a numpy routine on host copies copies device memory to the host in
+        the middle of the program, which a capture cannot hold. (A constant
+        made once, at the first call, is made before the capture.)"""
+        host = [st.op.fn.data for st in self.steps
+                if isinstance(st, Extern) and st.matmul is None and not st.once]
+        if host:
+            return ("it runs numpy routines on host copies (" + ", ".join(dict.fromkeys(host))
+                    + ")")
+        return ""
+
+    def capture(self, arrays: list, dev: gpu.Device, graph: gpu.DeviceGraph) -> list:
+        """Capture the program on the device arrays `arrays` (its inputs, as
+        the graph will read them) into `graph`, and return every slot's
+        buffer, which must outlive the graph. Before the capture, outside
+        it: the intermediates are allocated (the graph's own: CuPy's pool
+        cannot be trusted to allocate under capture), constants are made,
+        and each launch's compiled kernel is loaded for these very buffers,
+        so that the capture holds launches and library calls only, each on
+        the capturing stream. Nothing runs: the caller replays the graph."""
+        why = self.graph_why()
+        if why:
+            raise gpu.NotCapturable(why)
+        with self._lock:
+            vals = list(arrays) + [None] * (self.n_slots - len(arrays))
+            work = []
+            for st in self.steps:
+                if isinstance(st, Alloc):
+                    vals[st.slot] = dev.empty(st.shape, st.dtype)
+                elif isinstance(st, Launch):
+                    if st.grid:
+                        work.append(self._baked_launch(st, [vals[s] for s in st.bufs], dev))
+                elif st.matmul is not None:
+                    work.append(self._baked_matmul(st, vals, dev))
+                else:  # a constant made once (graph_why: nothing else is left)
+                    self._run_extern(st, vals, dev)
+            graph.capture(work)
+        return vals
+
+    def _baked_launch(self, st: Launch, bufs: list, dev: gpu.Device):
+        """One launch with every argument fixed, as a graph records it: on a
+        device, through the compiled kernel's launcher with the stream it is
+        given (compiled and loaded here, not under capture); in the
+        interpreter, the launch itself."""
+        tk = st.kernel
+        fn = self._kernel_fn(st, dev)
+        values = self._launch_values(st, bufs, dev)
+        if dev.interpreted:
+            grid = st.grid
+
+            def interpreted(stream):
+                with np.errstate(all="ignore"):
+                    fn[(grid,)](*values, **tk.constexprs)
+            return interpreted
+        key = _specialization(values)
+        run = st.runners.get(key)
+        if run is None:
+            names = tuple(tk.constexprs)
+            ck = fn.warmup(*values, grid=(st.grid,), **dict(zip(names, st.constexpr_values)),
+                           num_warps=st.num_warps, **tk.options)
+            if not (hasattr(ck, "function") and hasattr(ck, "run")):
+                # (the JIT's own launch would take torch's stream, not the capture's)
+                raise gpu.NotCapturable(f"no launcher of its own for kernel {tk.name}")
+            st.runners[key] = run = ck[(st.grid, 1, 1)]
+        consts = st.constexpr_values
+
+        def launch(stream):
+            run(*values, *consts, stream=stream)
+        return launch
+
+    @staticmethod
+    def _baked_matmul(st: Extern, vals: list, dev: gpu.Device):
+        """The device library's matmul on fixed buffers (on the current
+        stream: the capture's)."""
+        a, b = (_swap(vals[s]) if t == "t" else vals[s] for s, t in zip(st.ins, st.matmul))
+        out = vals[st.outs[0]]
+
+        def matmul(stream):
+            dev.matmul(a, b, out)
+        return matmul
 
     def _tune(self, st: Launch, fn, values, bufs, dev: gpu.Device) -> None:
         """Time each candidate configuration (`candidates`) of one launch on

@@ -1,0 +1,331 @@
+"""mode="reduce-overhead" on backend="gpu" without a GPU: device entries
+replayed as graphs (lowering/device_graph.py) through HostDevice's stand-in
+graph (`runtime.gpu.HostGraph`: capture records the steps, replay runs them
+on the same buffers), with every kernel in Triton's interpreter
+(`LOWERING_GPU=interpret`). Device arrays are `Box`es (arrays that are not
+numpy's, as in tests/runtime/test_gpu_backend.py), so the device-entry path,
+the static buffers and the copies around a graph run as they do on a GPU;
+answers are checked against numpy, copies through the graph's counters."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytest.importorskip("triton")
+
+import lowering  # noqa: E402
+from lowering.device_graph import GraphedEntry  # noqa: E402
+from lowering.examples import softmax  # noqa: E402
+from runtime import gpu  # noqa: E402
+
+
+class Box:
+    """A device array that is not a numpy array: its memory a host array."""
+
+    def __init__(self, a: np.ndarray):
+        self.a = a
+
+    shape = property(lambda self: self.a.shape)
+    dtype = property(lambda self: self.a.dtype)
+    strides = property(lambda self: self.a.strides)
+    itemsize = property(lambda self: self.a.itemsize)
+
+    def __getitem__(self, k):
+        return Box(self.a[k])
+
+    def __setitem__(self, k, v):
+        self.a[k] = v.a if isinstance(v, Box) else v
+
+    def set(self, a):  # (as CuPy's: host data in; a host extern's results)
+        self.a[...] = a
+
+
+class BoxDevice(gpu.HostDevice):
+    """HostDevice's memory (and its stand-in graph) in boxes."""
+
+    name = "box"
+
+    def empty(self, shape, dtype):
+        return Box(super().empty(shape, dtype))
+
+    def from_host(self, a):
+        return Box(super().from_host(a))
+
+    def to_host(self, x):
+        return super().to_host(x.a)
+
+    def launch_arg(self, x):
+        return gpu.HostArray(x.a, gpu.tl_dtype(x.dtype))
+
+    def copy(self, x):
+        return Box(np.copy(x.a))
+
+    def empty_like(self, x):
+        return Box(np.empty_like(x.a))
+
+    def copy_into(self, dst, src):
+        np.copyto(dst.a, src.a)
+
+    def matmul(self, a, b, out):
+        np.matmul(a.a, b.a, out=out.a)
+
+    def owns(self, x):
+        return isinstance(x, Box)
+
+
+@pytest.fixture(autouse=True)
+def box_device(monkeypatch):
+    monkeypatch.setenv("LOWERING_GPU", "interpret")
+    dev = BoxDevice()
+    monkeypatch.setattr(gpu, "device", lambda kind=None: dev)
+    monkeypatch.setattr(gpu, "of", lambda x: dev if isinstance(x, Box) else None)
+    return dev
+
+
+def graphed(fn):
+    return lowering.compile(fn, backend="gpu", mode="reduce-overhead")
+
+
+def runners(f) -> list[GraphedEntry]:
+    return list(f._device_entries.values())
+
+
+def w6(x):
+    return x * 2 + 1
+
+
+def test_replay_matches_numpy_across_calls_and_captures_once():
+    f = graphed(w6)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(16).astype(np.float32)
+    buf = Box(x.copy())
+    f(buf)  # host copies: traces and compiles
+    for _ in range(4):  # the same buffer, new values: replays with no copy in
+        buf.a[:] = rng.standard_normal(16)
+        np.testing.assert_array_equal(f(buf).a, w6(buf.a))
+    (r,) = runners(f)
+    assert r.why == "" and r.captures == 1 and r.replays == 4
+    assert r.graph.copies == 0 and r.graph.clones == 4 and not r.copied
+    for _ in range(3):  # new buffers: captured once more, then copied in
+        y = rng.standard_normal(16).astype(np.float32)
+        np.testing.assert_array_equal(f(Box(y)).a, w6(y))
+    assert r.captures == 2 and r.copied == {0} and r.graph.copies == 3
+    assert f.stats["compiles"] == 1
+
+
+def test_earlier_results_are_not_overwritten_by_later_calls():
+    f = graphed(softmax)
+    rng = np.random.default_rng(1)
+    xs = [rng.standard_normal((3, 7)).astype(np.float32) for _ in range(5)]
+    buf = Box(xs[0].copy())
+    outs = []
+    for x in xs:
+        buf.a[:] = x
+        outs.append(f(buf))
+    for x, out in zip(xs, outs):
+        np.testing.assert_allclose(out.a, softmax(x), rtol=1e-6)
+    assert len({id(o.a) for o in outs}) == len(outs)
+    assert runners(f)[0].replays == 4
+
+
+def test_writes_into_arguments_reach_the_caller():
+    def update(a, b):
+        a[1:3] = b[1:3] * 2
+        a[0] += 1
+        return a.sum()
+
+    def bump(x):  # the argument itself is the result
+        x += 1
+        return x
+
+    f = graphed(update)
+    same = Box(np.zeros(5))
+    for k in range(4):
+        b = np.arange(5.0) * k
+        fresh = Box(np.arange(5.0) + k)  # a new buffer each call: copied in
+        for box in (fresh, same):
+            want = box.a.copy()
+            total = update(want, b)
+            got = f(box, Box(b))
+            assert float(got.a if isinstance(got, Box) else got) == total
+            np.testing.assert_array_equal(box.a, want)
+    (r,) = runners(f)
+    assert r.why == "" and r.replays > 0
+    g = graphed(bump)
+    buf = Box(np.arange(4.0))
+    g(buf)  # (host copies: traces and compiles)
+    for k in range(3):
+        out = g(buf)
+        assert out is buf  # numpy returns the argument itself
+        np.testing.assert_array_equal(buf.a, np.arange(4.0) + k + 2)
+    other = Box(np.zeros(4))
+    assert g(other) is other and np.array_equal(other.a, np.ones(4))
+    np.testing.assert_array_equal(buf.a, np.arange(4.0) + 4)  # untouched by other's call
+    assert runners(g)[0].replays == 4
+
+
+def test_same_buffers_skip_the_copy_in():
+    def axpy(x, y, a):
+        return a * x + y
+
+    f = graphed(axpy)
+    x, y = Box(np.linspace(0, 1, 8)), Box(np.ones(8))
+    f(x, y, 2.0)
+    for k in range(3):
+        x.a[:] = k
+        np.testing.assert_array_equal(f(x, y, 2.0).a, 2.0 * x.a + y.a)
+    (r,) = runners(f)
+    assert r.graph.copies == 0
+    y2 = Box(np.full(8, 5.0))  # one argument moved: only it is copied in from now on
+    for _ in range(2):
+        np.testing.assert_array_equal(f(x, y2, 2.0).a, 2.0 * x.a + 5.0)
+    assert r.copied == {1} and r.graph.copies == 2
+    np.testing.assert_array_equal(f(x, y, 2.0).a, 2.0 * x.a + 1.0)  # and back
+    assert r.graph.copies == 3 and np.array_equal(y.a, np.ones(8))
+
+
+def test_a_new_shape_or_scalar_is_a_new_entry_with_its_own_graph():
+    def scale(x, s):
+        return np.tanh(x) * s
+
+    f = graphed(scale)
+    rng = np.random.default_rng(2)
+    for shape, s in (((4, 5), 0.5), ((2, 3), 0.5), ((2, 3), 0.25)):
+        x = rng.standard_normal(shape)
+        for _ in range(3):  # (another box of the same memory: the same buffer)
+            np.testing.assert_allclose(f(Box(x), s).a, scale(x, s), rtol=1e-12)
+    rs = runners(f)
+    assert len(rs) == 3 and all(r.captures == 1 and r.replays == 2 for r in rs)
+    assert f.stats["compiles"] == 2  # (the scalar's value keys the entry, not the program)
+
+
+def test_a_guard_on_python_state_captures_again():
+    table = {"k": 2.0}
+
+    def uses_state(x):
+        return x * table["k"] + 1
+
+    f = graphed(uses_state)
+    x = np.arange(6.0)
+    seen = []
+    for k in (2.0, 2.0, 2.0, 3.0, 3.0, 3.0):
+        table["k"] = k
+        np.testing.assert_array_equal(f(Box(x)).a, x * k + 1)
+        seen.extend(r for r in runners(f) if r not in seen)
+    # the failed guard: a new entry for the key, which captures its own graph
+    assert len(seen) == 2 and all(r.captures == 1 and r.replays == 2 for r in seen)
+
+
+def test_layouts_matmul_and_constants_in_a_graph():
+    def mm(a, b):
+        return np.tanh(a @ b) + np.arange(b.shape[1]) * 0.5
+
+    f = graphed(mm)
+    rng = np.random.default_rng(3)
+    for _ in range(4):  # F-ordered and strided arguments, new buffers every call
+        a = np.asfortranarray(rng.standard_normal((6, 5)))
+        b = rng.standard_normal((5, 14))[:, ::2]
+        np.testing.assert_allclose(f(Box(a), Box(b)).a, mm(a, b), rtol=1e-12)
+    (r,) = runners(f)
+    assert r.why == "" and r.captures == 2 and r.replays == 3
+    assert r.vals[0].a.flags.f_contiguous  # its own copy of `a` in a's layout
+
+
+def test_a_program_with_a_host_extern_is_not_graphed_and_explain_says_why():
+    def sorted_rows(x):
+        return np.sort(x * 2, axis=1)[:, :3] + 1
+
+    f = graphed(sorted_rows)
+    x = np.random.default_rng(4).standard_normal((4, 7))
+    for _ in range(3):
+        np.testing.assert_array_equal(f(Box(x)).a, sorted_rows(x))
+    (r,) = runners(f)
+    assert r.graph is None and "numpy routines on host copies" in r.why
+    text = str(lowering.explain(f)(x))
+    assert "reduce-overhead: no graph: it runs numpy routines on host copies" in text
+    ok = str(lowering.explain(graphed(w6))(np.ones(16, np.float32)))
+    assert "reduce-overhead: calls on device arrays replay one graph" in ok
+    assert "reduce-overhead" not in str(lowering.explain(
+        lowering.compile(w6, backend="gpu"))(np.ones(16, np.float32)))
+
+
+def test_another_stream_or_a_failed_capture_runs_step_by_step(box_device, monkeypatch):
+    f = graphed(w6)
+    x = Box(np.arange(16, dtype=np.float32))
+    for _ in range(3):
+        f(x)
+    (r,) = runners(f)
+    assert r.replays == 2
+    monkeypatch.setattr(box_device, "current_stream", lambda: 7)
+    np.testing.assert_array_equal(f(x).a, w6(x.a))
+    assert r.replays == 2  # not replayed on another stream
+    g = graphed(lambda x: x * 3 - 1)
+    g(x)
+
+    def broken(*args):
+        raise gpu.NotCapturable("no capture here")
+    monkeypatch.setattr(type(f._last_prog), "capture", broken)
+    for _ in range(2):
+        np.testing.assert_array_equal(g(x).a, x.a * 3 - 1)
+    (r,) = runners(g)
+    assert r.graph is None and "its capture failed" in r.why and "no capture here" in r.why
+
+
+def test_calls_from_threads_share_one_graph_correctly():
+    f = graphed(w6)
+    f(Box(np.zeros(16, np.float32)))
+    errors = []
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(3):
+            x = rng.standard_normal(16).astype(np.float32)
+            if not np.array_equal(f(Box(x)).a, w6(x)):
+                errors.append(seed)
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_modes_never_share_a_program():
+    """The compile mode is in the program key (GPU): max-autotune's tuned
+    launch state is its own, default-mode functions of the same IR get
+    another program."""
+    def f(x):
+        return np.exp(x) * 2
+
+    x = np.linspace(0, 1, 32)
+    progs = {}
+    for mode in ("max-autotune", "default", "reduce-overhead"):
+        c = lowering.compile(f, backend="gpu", mode=mode)
+        np.testing.assert_allclose(c(x), f(x), rtol=1e-12)
+        progs[mode] = c._last_prog
+    assert len({id(p) for p in progs.values()}) == 3
+    assert progs["max-autotune"].tune and not progs["default"].tune
+    again = lowering.compile(f, backend="gpu")
+    again(x)
+    assert again._last_prog is progs["default"]  # the same mode still shares
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_device_entries_of_strided_arguments_run_the_program_for_their_layout(mode):
+    """The first call runs on host copies, which compile the program the
+    device entry then runs on the device arrays: the copies keep each
+    array's layout class (a device library's host copy of a strided view is
+    C-contiguous; the program compiled for it read the view as if it were)."""
+    def mm(a, b):
+        return np.tanh(a @ b) * 2
+
+    f = lowering.compile(mm, backend="gpu", mode=mode)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        a = rng.standard_normal((6, 5))
+        b = rng.standard_normal((5, 14))[:, ::2]
+        np.testing.assert_allclose(f(Box(a), Box(b)).a, mm(a, b), rtol=1e-12)
+    assert f.stats["compiles"] == 1 and f.stats["cache_hits"] == 2
