@@ -79,7 +79,10 @@ def fast(cf, args):
     for a, s in zip(args, sig):
         if type(a) is not s[0] or _signature(a) != s:
             return MISS
-    r = run(list(args), (args, {}))
+    try:
+        r = run(list(args), (args, {}))
+    except IndexError:  # a gather's index out of range: the general path raises numpy's
+        return MISS
     if r is not MISS:
         cf.stats["cache_hits"] += 1
     return r
@@ -101,8 +104,12 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
     entries = cf.__dict__.setdefault("_device_entries", {})
     key = _key(treedef, leaves, dev)
     run = entries.get(key) if key is not None else None
+    r = MISS
     if run is not None:
-        r = run(leaves, (args, kwargs))
+        try:
+            r = run(leaves, (args, kwargs))
+        except IndexError:  # a gather's index out of range: the host copies' call raises
+            r = MISS
         if r is not MISS:
             cf.stats["cache_hits"] += 1
             if not kwargs and len(where) == len(leaves) == len(args):
@@ -196,6 +203,10 @@ def _why_not(cf, entry) -> str | None:
         return "no compiled entry serves these arguments (an eager fallback)"
     if getattr(entry, "device", None) is None:
         return entry.__dict__.get("device_why", "the entry is not one plain graph")
+    prog = entry.device[0]
+    if getattr(prog, "checks_indices", False) and prog.inputs_written:
+        # (on the caller's arrays, a write would land before the check fails)
+        return "it writes its arguments and checks its gathers' indices after the run"
     return None
 
 

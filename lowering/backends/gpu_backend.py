@@ -47,6 +47,7 @@ from xdsl.ir import SSAValue
 from dialects import kernel as K
 from dialects import loop as L
 from runtime import gpu
+from runtime.errors import as_numpy
 
 from ..codegen.triton_kernel import TritonKernel, emit_kernel, no_rule, root
 from . import interpreter
@@ -72,6 +73,7 @@ class Launch:
     constexpr_values: tuple = ()  # the block sizes, in the function's parameter order
     num_warps: int = 4
     tuned: list | None = None  # max-autotune: [(config, median ms)], the chosen first
+    needs: tuple = ()  # program-level arguments of the kernel ("status": a gather's)
 
 
 @dataclass
@@ -167,6 +169,10 @@ class GpuProgram:
                     not st.ins and len(st.outs) == 1:
                 st.once = writes[st.outs[0]] == 1 and st.outs[0] not in self.outputs
         self._lock = threading.Lock()
+        # gathers check their indices on the device: an int32 a kernel sets
+        # where an index is out of range, read after each run (`_checked`)
+        self.checks_indices = any(a.kind == "status" for tk in self.kernels for a in tk.args)
+        self._status: dict[int, object] = {}  # id(device) -> its status buffer
 
     def describe(self) -> list[str]:
         """What each step does on the device, for `explain`: a launch's
@@ -219,7 +225,8 @@ class GpuProgram:
             elif a.kind == "stride":
                 strides.append((a.name, a.index, a.dim))
         return Launch(tk, bufs, fixed, tuple(strides), tk.programs(fixed),
-                      constexpr_values=tuple(tk.constexprs.values()), num_warps=tk.num_warps)
+                      constexpr_values=tuple(tk.constexprs.values()), num_warps=tk.num_warps,
+                      needs=tuple(a.kind for a in tk.args if a.kind == "status"))
 
     # ---- running ----
     def __call__(self, inputs):
@@ -253,6 +260,8 @@ class GpuProgram:
                 vals[st.slot] = dev.empty(st.shape, st.dtype)
             else:
                 self._run_extern(st, vals, dev)
+        if self.checks_indices:
+            self._checked(dev)
         return [vals[s] for s in self.outputs]
 
     def _kernel_fn(self, st: Launch, dev: gpu.Device):
@@ -265,12 +274,31 @@ class GpuProgram:
             st.fn = fn = (dev.interpreted, load(st.kernel, interpret=dev.interpreted))
         return fn[1]
 
-    @staticmethod
-    def _launch_values(st: Launch, bufs: list, dev: gpu.Device) -> list:
+    def _status_of(self, dev: gpu.Device):
+        """The device's status buffer of this program (zero until a gather
+        meets an index out of range)."""
+        buf = self._status.get(id(dev))
+        if buf is None:
+            buf = self._status[id(dev)] = dev.from_host(np.zeros(1, np.int32))
+        return buf
+
+    def _checked(self, dev: gpu.Device) -> None:
+        """After a run: IndexError where a gather met an index out of range
+        (the status zeroed again for the next run). The caller re-runs the
+        call eagerly, so numpy raises its own error. (It reads the status
+        back: the run waits for the device.)"""
+        buf = self._status_of(dev)
+        if int(np.asarray(dev.to_host(buf)).reshape(-1)[0]):
+            self._status[id(dev)] = dev.from_host(np.zeros(1, np.int32))
+            raise as_numpy(IndexError("an index out of range in a gather on the device"))
+
+    def _launch_values(self, st: Launch, bufs: list, dev: gpu.Device) -> list:
         """The launch's arguments in the kernel's order: its buffers as the
         launcher takes them, the strides read off them, the fixed values."""
         tk = st.kernel
         args = dict(st.fixed)
+        if "status" in st.needs:
+            args["status"] = dev.launch_arg(self._status_of(dev))
         for name, j, d in st.strides:
             x = bufs[j]
             args[name] = int(x.strides[d] // x.itemsize) if isinstance(x, np.ndarray) or \
@@ -313,6 +341,8 @@ class GpuProgram:
         if host:
             return ("it runs numpy routines on host copies (" + ", ".join(dict.fromkeys(host))
                     + ")")
+        if self.checks_indices:
+            return "its gathers' index checks are read back after each run"
         return ""
 
     def capture(self, arrays: list, dev: gpu.Device, graph: gpu.DeviceGraph) -> list:

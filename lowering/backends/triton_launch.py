@@ -128,16 +128,27 @@ def _tl_dtype(sig: str):
 
 def interpret(tk: TritonKernel, arrays: Sequence[np.ndarray]) -> None:
     """Run the kernel with Triton's interpreter on numpy arrays (the kernel's
-    buffers, in operand order), in place."""
+    buffers, in operand order), in place. A gather's index out of range
+    raises IndexError after the kernel (`check_status`)."""
     fn = load(tk, interpret=True)
     values = arg_values(tk, arrays)
     n = tk.programs(values)
     if n == 0:
         return
-    args = [HostArray(arrays[a.index], _tl_dtype(a.sig)) if a.kind == "buffer" else values[a.name]
+    status = np.zeros(1, np.int32)
+    args = [HostArray(arrays[a.index], _tl_dtype(a.sig)) if a.kind == "buffer"
+            else HostArray(status, _tl_dtype(a.sig)) if a.kind == "status" else values[a.name]
             for a in tk.args]
     with np.errstate(all="ignore"):
         fn[(n,)](*args, **tk.constexprs)
+    check_status(tk, int(status[0]))
+
+
+def check_status(tk: TritonKernel, status: int) -> None:
+    """Raise IndexError where a kernel's `status` says one of its gathers
+    met an index out of range (the check's number + 1; 0: none did)."""
+    if status:
+        raise IndexError(f"an index out of range in kernel {tk.name!r} (gather {status - 1})")
 
 
 def _libdevice_shim() -> types.SimpleNamespace:
@@ -170,16 +181,23 @@ INTERPRETER_LIBDEVICE = _libdevice_shim()
 
 
 def launch(tk: TritonKernel, tensors: Sequence) -> None:
-    """Run the compiled kernel on device tensors (torch CUDA tensors, or any
-    with `data_ptr()`, `dtype` and `stride(d)` that Triton's launcher takes),
-    the kernel's buffers in operand order."""
+    """Run the compiled kernel on torch device tensors, the kernel's buffers
+    in operand order (a gather's index out of range: IndexError after it)."""
+    import torch
+
     fn = load(tk)
     values = arg_values(tk, tensors)
     n = tk.programs(values)
     if n == 0:
         return
-    args = [tensors[a.index] if a.kind == "buffer" else values[a.name] for a in tk.args]
+    status = None
+    if any(a.kind == "status" for a in tk.args):
+        status = torch.zeros(1, dtype=torch.int32, device=tensors[0].device)
+    args = [tensors[a.index] if a.kind == "buffer" else status if a.kind == "status"
+            else values[a.name] for a in tk.args]
     fn[(n,)](*args, **tk.constexprs, num_warps=tk.num_warps, **tk.options)
+    if status is not None:
+        check_status(tk, int(status.item()))
 
 
 def run_module(module, inputs: Sequence[np.ndarray], device: str | None = None

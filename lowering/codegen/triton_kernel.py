@@ -41,8 +41,13 @@ whose map's points never share an address of a buffer it writes runs as
 XBLOCK points of the map per program with the parallel dims a loop nest in
 order around the map's body (`emit_ordered`): numpy's order, bit for bit.
 
-Not covered yet, each a NotImplementedError "triton: no rule for ...": data-
-dependent indices (`loop.index`: gathers, scatters), other ordered kernels
+A gather (`loop.index`) checks its index on the device: a value out of
+range stores its check's number to the kernel's `status` argument (an int32
+the runtime allocates zeroed and reads after the program) and reads element
+0 instead (`emit_index`).
+
+Not covered yet, each a NotImplementedError "triton: no rule for ...":
+stores at data-dependent indices (scatters), other ordered kernels
 (a scan along the last axis: no map), a reduce or map nested in a map
 (inlined dot products: matmul), `loop.extern` (BLAS and numpy routines), a
 store inside a reduction, and a store that a map or a flattened domain
@@ -185,6 +190,7 @@ class KernelEmitter:
         self.mask: str | None = None  # the mask of the block being emitted
         self.stores: dict[SSAValue, int] = {}  # stores so far, per buffer root (`root`)
         self.block_vars: dict[tuple, tuple[str, str, str]] = {}
+        self.index_checks: dict[L.IndexOp, int] = {}  # a gather's check -> its number
         self.check()
         self.index_bits = self.choose_index_bits()
         self.h = TritonOps(self)
@@ -229,10 +235,12 @@ class KernelEmitter:
             if why:
                 raise no_rule(f"kernel {self.k.sym_name.data!r}: an ordered kernel (accumulate: "
                               f"a scan, a scatter or a column reduction) {why}")
+        indexed = {op.result for op in self.k.body.walk() if isinstance(op, L.IndexOp)}
         for op in self.k.body.walk():
-            if isinstance(op, L.IndexOp):
-                raise no_rule(f"loop.index in kernel {self.k.sym_name.data!r} (a gather or "
-                              "scatter: data-dependent indices)")
+            if isinstance(op, L.StoreOp) and indexed & _addressing(op):
+                # (points storing to one address race; numpy's last one wins)
+                raise no_rule(f"a store at data-dependent indices in kernel "
+                              f"{self.k.sym_name.data!r} (a scatter)")
             if isinstance(op, (L.MapOp, L.ReduceOp)):
                 outer = op.parent_op()
                 if isinstance(outer, (L.MapOp, L.ReduceOp)):
@@ -661,9 +669,33 @@ class KernelEmitter:
             return self.emit_store(op, in_block)
         if isinstance(op, L.ExternOp):
             raise no_rule(f"loop.extern {op.fn.data!r}")
+        if isinstance(op, L.IndexOp):
+            return self.emit_index(op)
         args = [self.vals[o] for o in op.operands]
         text = emit(self.h, op, args)
         self.vals[op.results[0]] = self.let(text, op.results[0].type)
+
+    def emit_index(self, op: L.IndexOp) -> None:
+        """A data-dependent index (a gather): the value in [-size, size) as
+        an index in [0, size), negatives from the end (numpy's intp
+        conversion first: an unsigned 64-bit value wraps, as in numpy).
+        Any other value stores its check's number + 1 to the `status`
+        argument (a lane of the block's, any writer: the runtime re-runs
+        the call eagerly, so numpy raises its own IndexError) and reads
+        element 0, so that no access leaves the buffer."""
+        v = self.let(f"{self.vals[op.value]}.to(tl.int64)")
+        size = op.size.value.data
+        j = self.let(f"tl.where({v} < 0, {v} + {size}, {v})")
+        bad = self.let(f"({j} < 0) | ({j} >= {size})")
+        status = self.arg(KernelArg("status", "status", "*i32"))
+        check = self.index_checks.setdefault(op, len(self.index_checks)) + 1
+        if bad in self.blocky:
+            where = bad if self.mask is None else f"{bad} & {self.mask}"
+            self.line(f"tl.store({status} + {j} * 0, {check}, mask={where})")
+        else:
+            self.line(f"tl.store({status}, {check}, mask={bad})")
+        it = "tl.int32" if self.index_bits == 32 else "tl.int64"
+        self.vals[op.result] = self.let(f"tl.where({bad}, 0, {j}).to({it})", IndexType())
 
     def offset(self, op: L.LoadOp | L.StoreOp) -> str:
         """The element offset of a load or store from its buffer's start."""
@@ -724,6 +756,14 @@ class KernelEmitter:
                           f"{self.k.sym_name.data!r})")
         r = root(op.buffer)
         self.stores[r] = self.stores.get(r, 0) + 1
+
+
+def _addressing(op: L.LoadOp | L.StoreOp) -> set[SSAValue]:
+    """The index values an access's address depends on (its map's used
+    dims and its symbols)."""
+    m = op.map.data
+    idx = list(op.indices)
+    return {idx[d] for d in m.used_dims()} | set(idx[m.num_dims:])
 
 
 def root(v: SSAValue) -> SSAValue:

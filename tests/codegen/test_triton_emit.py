@@ -519,12 +519,89 @@ def test_a_matmul_has_no_rule_yet():
     assert "# loop.extern 'matmul': triton: no rule" in TK.module_text(module)
 
 
-def test_a_gather_has_no_rule_yet():
-    def take(x, i):
-        return x[i] * 2.0
+def _take(x, i):
+    return x[i] * 2.0
 
-    module = kernel_level(take, "f32[16] i64[4]")
-    with pytest.raises(NotImplementedError, match="triton: no rule for loop.index"):
+
+def _take_rows(x, i):
+    return x[i, :] + 1.0
+
+
+def _take_cols_sum(x, i):
+    return x[:, i].sum(axis=-1)
+
+
+def _take_2d_index(x, i):
+    return np.exp(x[i]) - x[i]
+
+
+GATHERS = {
+    "take": (_take, (64,), (16,), np.float32, np.int64),
+    "take-rows": (_take_rows, (8, 16), (5,), np.float32, np.int32),
+    "take-cols-sum": (_take_cols_sum, (6, 40), (7,), np.float64, np.int64),
+    "take-2d-index": (_take_2d_index, (30,), (3, 4), np.float64, np.int64),
+}
+
+
+def _gather_args(name: str, seed: int, out_of_range: bool = False):
+    fn, xs, isz, xdt, idt = GATHERS[name]
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(xs).astype(xdt)
+    axis = 1 if name == "take-cols-sum" else 0
+    n = xs[axis]
+    lo = 0 if np.dtype(idt).kind == "u" else -n  # (negatives count from the end)
+    i = rng.integers(lo, n, size=isz).astype(idt)
+    if out_of_range:
+        i.flat[rng.integers(0, i.size)] = n + 3
+    return fn, [x, i]
+
+
+def _gather_level(fn, args):
+    """The kernel level of fn for these arguments (kernel_level's inputs are
+    random integers: out of range as indices)."""
+    report = explain(lowering.compile(fn, backend="numpy"))(*args)
+    (graph,) = report.graphs
+    final, _ = lower(Parser(context(), graph).parse_module(), "cpu", ["C"] * len(args))
+    return final
+
+
+@pytest.mark.parametrize("name", list(GATHERS))
+def test_gathers_match_numpy_in_the_interpreter(name):
+    fn, args = _gather_args(name, 0)
+    module = _gather_level(fn, args)
+    for seed in range(3):
+        _, args = _gather_args(name, seed)
+        _check(name, TL.run_module(module, args), eager(fn, args), args)
+
+
+@pytest.mark.parametrize("name", list(GATHERS))
+def test_a_gather_out_of_range_raises(name):
+    """The kernel reads element 0 instead and flags its check: the run
+    raises IndexError, never returns what it read."""
+    fn, args = _gather_args(name, 5)
+    module = _gather_level(fn, args)
+    _, args = _gather_args(name, 5, out_of_range=True)
+    with pytest.raises(IndexError):
+        fn(*args)
+    with pytest.raises(IndexError):
+        TL.run_module(module, args)
+
+
+@pytest.mark.parametrize("name", list(GATHERS))
+def test_gathers_compile_for_sm90(name):
+    fn, args = _gather_args(name, 0)
+    for tk in TK.emit_module(_gather_level(fn, args)):
+        assert TL.compile_for(tk).asm["cubin"]
+
+
+def test_a_scatter_has_no_rule_yet():
+    def put(x, i, v):
+        x = x.copy()
+        x[i] = v
+        return x
+
+    module = kernel_level(put, "f32[16] i64[4] f32[4]")
+    with pytest.raises(NotImplementedError, match="triton: no rule for .*scatter"):
         TK.emit_module(module)
 
 

@@ -150,3 +150,31 @@ def test_constants_column_sums_and_explain_on_the_device():
         np.testing.assert_array_equal(cs.cpu().numpy(), wcs)
     text = str(lowering.explain(c)(x))
     assert "ordered kernel" in text and c.stats["eager_fallbacks"] == 0
+
+
+def _embed(table, ids, scale):
+    return np.tanh(table[ids] * scale).sum(axis=-1)
+
+
+def test_gathers_on_the_device_and_an_index_out_of_range():
+    """A gather (embedding lookup) runs as a Triton kernel with its indices
+    checked on the device: torch tensors in, a torch tensor out; an index
+    out of range raises numpy's IndexError, and the next good call answers."""
+    import torch
+
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((1000, 64)).astype(np.float32)
+    ids = rng.integers(-1000, 1000, size=(32, 8))
+    f = lowering.compile(_embed, backend="gpu")
+    close(f(table, ids, 0.5), _embed(table, ids, 0.5))
+    tt, ti = torch.from_numpy(table).cuda(), torch.from_numpy(ids).cuda()
+    for _ in range(3):
+        got = f(tt, ti, 0.5)
+        assert isinstance(got, torch.Tensor) and got.is_cuda
+        close(got.cpu().numpy(), _embed(table, ids, 0.5))
+    bad = ids.copy()
+    bad[5, 5] = 1000
+    with pytest.raises(IndexError):
+        f(tt, torch.from_numpy(bad).cuda(), 0.5)
+    close(f(tt, ti, 0.5).cpu().numpy(), _embed(table, ids, 0.5))
+    assert f.stats["eager_fallbacks"] == 1  # (the bad call's: numpy raised its error)

@@ -378,3 +378,61 @@ def test_constants_are_made_once_unless_written_or_returned(monkeypatch):
                   and s.op.fn.data == "numpy:array.constant"]
         assert consts and all(s.once == once for s in consts)
         assert calls.count("numpy:array.constant") == len(consts) * (1 if once else 3)
+
+
+def _embed(table, ids, scale):
+    return np.tanh(table[ids] * scale).sum(axis=-1)
+
+
+def test_gathers_run_on_the_device_and_an_index_out_of_range_raises_numpy_s_error(box_device):
+    """A gather is a Triton kernel (no warning, no fallback) whose indices
+    are checked on the device: out of range, the call raises numpy's own
+    IndexError (the call re-runs eagerly) from host arrays and from device
+    arrays, and a later good call still answers correctly."""
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((50, 16))
+    ids = rng.integers(-50, 50, size=(4, 6))
+    f = compiled(_embed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # (no fallback warning)
+        got = f(table, ids, 0.5)
+    np.testing.assert_allclose(got, _embed(table, ids, 0.5), rtol=1e-12)
+    bad = ids.copy()
+    bad[2, 3] = 50
+    with pytest.raises(IndexError) as numpy_error:
+        _embed(table, bad, 0.5)
+    with pytest.raises(IndexError) as ours:
+        f(table, bad, 0.5)
+    assert str(ours.value) == str(numpy_error.value)
+    # device arrays: the device entry runs the gather on them
+    got = f(Box(table), Box(ids), 0.5)
+    assert isinstance(got, Box)
+    np.testing.assert_allclose(got.a, _embed(table, ids, 0.5), rtol=1e-12)
+    got = f(Box(table), Box(ids[::-1].copy()), 0.5)  # (the entry, not a compile)
+    np.testing.assert_allclose(got.a, _embed(table, ids[::-1], 0.5), rtol=1e-12)
+    with pytest.raises(IndexError) as ours:
+        f(Box(table), Box(bad), 0.5)
+    assert str(ours.value) == str(numpy_error.value)
+    got = f(Box(table), Box(ids), 0.5)  # the status was cleared: a good call answers
+    np.testing.assert_allclose(got.a, _embed(table, ids, 0.5), rtol=1e-12)
+
+
+def test_a_gather_that_writes_its_argument_runs_on_host_copies_of_device_arrays(box_device):
+    """On the caller's own arrays, a write would land before a failing index
+    check is read: such a program takes the host-copy path, which leaves
+    the caller's array untouched when numpy raises."""
+    def scatter_from(a, ids):
+        a[:, 0] = a[ids, 1]
+        return a.sum()
+
+    a = np.arange(12.0).reshape(4, 3)
+    f = compiled(scatter_from)
+    box = Box(a.copy())
+    f(box, Box(np.array([3, 2, 1, 0])))
+    want = a.copy()
+    scatter_from(want, np.array([3, 2, 1, 0]))
+    np.testing.assert_array_equal(box.a, want)
+    box2 = Box(a.copy())
+    with pytest.raises(IndexError):
+        f(box2, Box(np.array([3, 2, 9, 0])))
+    np.testing.assert_array_equal(box2.a, a)  # untouched, as numpy leaves it
