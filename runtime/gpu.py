@@ -113,6 +113,10 @@ class Device:
         stream that replays it, so a call on another one runs without it."""
         return 0
 
+    def model(self) -> str:
+        """The device's model (what tuned launch configurations depend on)."""
+        return self.name
+
     def graph(self) -> DeviceGraph:
         raise NotCapturable(f"{self.name} arrays have no graphs")
 
@@ -176,6 +180,9 @@ class TorchDevice(Device):
     def data_ptr(self, x):
         return x.data_ptr()
 
+    def model(self):
+        return "cuda:" + self.torch.cuda.get_device_name(self.torch.cuda.current_device())
+
     def current_stream(self):
         return self._stream()
 
@@ -232,6 +239,11 @@ class CupyDevice(Device):
 
     def data_ptr(self, x):
         return x.data.ptr
+
+    def model(self):
+        props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)
+        name = props["name"]
+        return "cuda:" + (name.decode() if isinstance(name, bytes) else str(name))
 
     def current_stream(self):
         return self.cp.cuda.get_current_stream().ptr

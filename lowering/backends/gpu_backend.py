@@ -74,6 +74,7 @@ class Launch:
     num_warps: int = 4
     tuned: list | None = None  # max-autotune: [(config, median ms)], the chosen first
     needs: tuple = ()  # program-level arguments of the kernel ("status": a gather's)
+    tuned_from_disk: bool = False  # max-autotune's winner read from the on-disk cache
 
 
 @dataclass
@@ -187,7 +188,9 @@ class GpuProgram:
                 line = (f"{tk.name}: Triton {tk.strategy} kernel, grid {st.grid}, {consts}, "
                         f"{st.num_warps} warps, int{tk.index_bits} indices")
                 if st.tuned:
-                    line += "; max-autotune (ms): " + ", ".join(
+                    line += ("; max-autotune (ms, timed in an earlier run, read from the "
+                             "on-disk cache): " if st.tuned_from_disk
+                             else "; max-autotune (ms): ") + ", ".join(
                         f"{'/'.join(map(str, c.values()))} x{w}w {ms:.4f}"
                         for (c, w, _), ms in st.tuned)
                 out.append(line)
@@ -418,9 +421,24 @@ class GpuProgram:
     def _tune(self, st: Launch, fn, values, bufs, dev: gpu.Device) -> None:
         """Time each candidate configuration (`candidates`) of one launch on
         copies of its buffers (a kernel that updates a buffer in place runs
-        many times), keep the fastest: its block sizes, warps and grid."""
+        many times), keep the fastest: its block sizes, warps and grid. The
+        winner is kept in the on-disk cache (`tune_key`): a later process
+        (or program) launching the same kernel the same way on the same
+        device model reads it and times nothing."""
         tk = st.kernel
         st.tuned = []
+        key = tune_key(st, values, dev)
+        cache = tune_cache()
+        hit = cache.get(key) if cache is not None else None
+        if hit is not None:
+            try:
+                results = [((dict(c), int(w), int(g)), float(ms))
+                           for c, w, g, ms in hit.meta["timings"]]
+            except (KeyError, TypeError, ValueError):
+                results = []
+            if results and list(results[0][0][0]) == list(tk.constexprs):
+                self._choose(st, results, from_disk=True)
+                return
         try:
             from triton.testing import do_bench
         except ImportError:
@@ -444,10 +462,18 @@ class GpuProgram:
         if not results:
             return
         results.sort(key=lambda r: r[1])
+        self._choose(st, results)
+        if cache is not None:
+            cache.put(key, {"kind": "triton-tune", "kernel": tk.name, "timings": [
+                [sorted(c.items()), w, g, ms] for (c, w, g), ms in results]}, b"")
+
+    @staticmethod
+    def _choose(st: Launch, results: list, from_disk: bool = False) -> None:
         (consts, warps, grid), _ = results[0]
         st.constexpr_values, st.num_warps, st.grid = tuple(consts.values()), warps, grid
         st.runners.clear()
         st.tuned = results
+        st.tuned_from_disk = from_disk
 
     def _run_extern(self, st: Extern, vals: list, dev: gpu.Device) -> None:
         if st.once:
@@ -472,6 +498,34 @@ class GpuProgram:
                 out[...] = back
             else:
                 out.copy_(back) if hasattr(out, "copy_") else out.set(host[s])
+
+
+def tune_cache():
+    """The on-disk cache max-autotune keeps its winners in (None: off)."""
+    from runtime import disk_cache
+
+    c = disk_cache.current()
+    return c if c.usable() else None
+
+
+def tune_key(st: Launch, values: list, dev: gpu.Device) -> str:
+    """What a launch's timings depend on: the kernel's source and blocks,
+    its fixed arguments (sizes, parameters), how Triton specializes the
+    others (`_specialization`), the device's model and Triton's version."""
+    from runtime import disk_cache
+
+    try:
+        import triton
+
+        version = triton.__version__
+    except ImportError:
+        version = ""
+    tk = st.kernel
+    return disk_cache.digest({"kind": "triton-tune", "source": tk.source, "fn": tk.fn_name,
+                              "blocks": sorted(tk.constexprs.items()),
+                              "fixed": sorted((k, repr(v)) for k, v in st.fixed.items()),
+                              "specialization": repr(_specialization(values)),
+                              "device": dev.model(), "triton": version})
 
 
 def candidates(tk: TritonKernel) -> list[tuple[tuple, int]]:

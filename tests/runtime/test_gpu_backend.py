@@ -436,3 +436,57 @@ def test_a_gather_that_writes_its_argument_runs_on_host_copies_of_device_arrays(
     with pytest.raises(IndexError):
         f(box2, Box(np.array([3, 2, 9, 0])))
     np.testing.assert_array_equal(box2.a, a)  # untouched, as numpy leaves it
+
+
+def test_max_autotune_winners_persist_in_the_disk_cache(monkeypatch, tmp_path):
+    """A tuned launch's timings go to the on-disk cache; a program of the
+    same kernel in a later process (here: a fresh program) reads the winner
+    and times nothing. The timings are made up (no GPU: each candidate runs
+    once in the interpreter), so the winner is known."""
+    import triton.testing
+
+    from lowering.backends.gpu_backend import GpuProgram, Launch, candidates
+    from lowering.pipeline import clear_programs
+
+    monkeypatch.setenv("LOWERING_CACHE_DIR", str(tmp_path))
+    timed = []
+
+    def fake_bench(launch, **kw):
+        launch()
+        timed.append(1)
+        return 5.0 - 0.5 * len(timed)  # the last candidate wins
+
+    monkeypatch.setattr(triton.testing, "do_bench", fake_bench)
+
+    def tuned_launch(fn):
+        clear_programs()
+        f = compiled(fn)
+        x = np.linspace(-3, 3, 5000).astype(np.float32)
+        f(x)
+        prog = f._last_prog
+        assert isinstance(prog, GpuProgram)
+        (st,) = [s for s in prog.steps if isinstance(s, Launch)]
+        dev = prog.device
+        bufs = [dev.from_host(x), dev.empty((5000,), np.float32)]
+        values = prog._launch_values(st, bufs, dev)
+        prog._tune(st, prog._kernel_fn(st, dev), values, bufs, dev)
+        return prog, st, bufs, dev
+
+    prog, st, bufs, dev = tuned_launch(lambda x: np.tanh(x) + 1)
+    n = len(candidates(st.kernel))
+    assert len(timed) == n and not st.tuned_from_disk
+    (consts, warps, _), _ = st.tuned[0]
+    assert (tuple(consts.values()), warps) == candidates(st.kernel)[-1]
+    prog2, st2, bufs2, dev2 = tuned_launch(lambda x: np.tanh(x) + 1)
+    assert len(timed) == n  # nothing timed: the winner came from disk
+    assert st2.tuned_from_disk and st2.tuned == st.tuned
+    assert (st2.constexpr_values, st2.num_warps, st2.grid) == \
+        (st.constexpr_values, st.num_warps, st.grid)
+    prog2._run(bufs2[:1], dev2)  # the chosen configuration runs and answers
+    assert "read from the on-disk cache" in "\n".join(prog2.describe())
+    out = prog2._run([dev2.from_host(np.linspace(-3, 3, 5000).astype(np.float32))], dev2)[0]
+    np.testing.assert_allclose(dev2.to_host(out), np.tanh(np.linspace(-3, 3, 5000)
+                                                          .astype(np.float32)) + 1, rtol=1e-6)
+    # another kernel (another source) is timed afresh
+    tuned_launch(lambda x: np.tanh(x) * 3)
+    assert len(timed) > n
