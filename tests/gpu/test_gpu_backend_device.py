@@ -178,3 +178,30 @@ def test_gathers_on_the_device_and_an_index_out_of_range():
         f(tt, torch.from_numpy(bad).cuda(), 0.5)
     close(f(tt, ti, 0.5).cpu().numpy(), _embed(table, ids, 0.5))
     assert f.stats["eager_fallbacks"] == 1  # (the bad call's: numpy raised its error)
+
+
+def test_max_autotune_winners_come_from_disk_in_a_second_process(tmp_path):
+    """max-autotune in one process writes its winners; a second process with
+    the same cache directory reads them (explain says so) and answers."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import numpy as np, lowering
+        from lowering.examples import softmax
+        f = lowering.compile(softmax, backend="gpu", mode="max-autotune")
+        x = np.random.default_rng(0).standard_normal((512, 1024)).astype(np.float32)
+        got = f(x)
+        np.testing.assert_allclose(got, softmax(x), rtol=1e-5, atol=1e-7)
+        print("\\n".join(f._last_prog.describe()))
+    """)
+    env = {**os.environ, "LOWERING_CACHE_DIR": str(tmp_path), "LOWERING_CACHE": "1"}
+    env.pop("LOWERING_GPU", None)
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    assert "max-autotune (ms):" in runs[0].stdout
+    assert "read from the on-disk cache" in runs[1].stdout
