@@ -92,6 +92,12 @@ DEFAULT_PARTITION: tuple[str, float | None] = ("min_cut", None)
 LEVEL_AFTER = {"lower-to-loop": "loop", "schedule": "kernel", "share-kernels": "kernel"}
 
 
+# a GPU reduces a big array to a scalar in up to this many programs (then
+# one more for their partial results), from this many elements on; the CPU
+# splits it across its threads, from the parallel threshold on
+GPU_REDUCTIONS = {"reduction_chunks": 1024, "split_threshold": 1 << 16}
+
+
 def cut_passes(partition: tuple[str, float | None] = DEFAULT_PARTITION) -> list[ModulePass]:
     """The first tensor-level stage: the forward/backward cut of a joint
     function, `partition` = (strategy, memory_budget). It runs before the
@@ -116,7 +122,7 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
         return [AnnotateLayouts(tuple(layouts)), LowerToLoop(),
                 Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
                          parallel_threshold=cpu.PARALLEL_THRESHOLD,
-                         split_reductions=backend == "cpu"), ShareKernels()]
+                         **(GPU_REDUCTIONS if backend == "gpu" else {})), ShareKernels()]
     raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
 
 

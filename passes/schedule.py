@@ -130,20 +130,33 @@ class Schedule(ModulePass):
     parallel_threshold: int = 1 << 20
     merge: bool = True
     split_reductions: bool = True
+    # chunks a split reduction may take (0: `threads`) and the elements it
+    # must touch to split (0: `parallel_threshold`): a GPU splits into many
+    # programs, from a much smaller size
+    reduction_chunks: int = 0
+    split_threshold: int = 0
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in [o for o in op.walk() if isinstance(o, func.FuncOp)]:
             hoist_past_externs(f)  # first: a kernel after a matmul may join its producer
             if self.merge:
                 merge_pointwise(f, self.parallel_threshold)
-                fuse_into_reductions(f, self.threads if self.split_reductions else 1,
-                                     self.parallel_threshold)
+                fuse_into_reductions(f, self._chunks(), self._split_threshold())
                 merge_rows(f)
             drop_dead_stores(f)
-            if self.split_reductions and self.threads > 1:
-                split_reductions(f, self.threads, self.parallel_threshold)
+            if self.split_reductions and self._chunks() > 1:
+                split_reductions(f, self._chunks(), self._split_threshold())
         for k in [o for o in op.walk() if isinstance(o, L.KernelOp)]:
             Rewriter.replace_op(k, self.schedule(k))
+
+    def _chunks(self) -> int:
+        """The most chunks a reduction to a scalar splits into (1: none)."""
+        if not self.split_reductions:
+            return 1
+        return self.reduction_chunks or self.threads
+
+    def _split_threshold(self) -> int:
+        return self.split_threshold or self.parallel_threshold
 
     def schedule(self, k: L.KernelOp) -> K.KernelOp:
         bufs = list(k.buffers)

@@ -49,9 +49,11 @@ the runtime allocates zeroed and reads after the program) and reads element
 Not covered yet, each a NotImplementedError "triton: no rule for ...":
 stores at data-dependent indices (scatters), other ordered kernels
 (a scan along the last axis: no map), a reduce or map nested in a map
-(inlined dot products: matmul), `loop.extern` (BLAS and numpy routines), a
-store inside a reduction, and a store that a map or a flattened domain
-repeats at one address. The CPU schedule's vector width, unroll and thread
+(inlined dot products: matmul), `loop.extern` (BLAS and numpy routines),
+and a store that a map or a flattened domain repeats at one address. (A
+store inside a reduction's body — a value realized for a later kernel and
+reduced here too, a training step's residual and its loss — is one masked
+store per block, in the reduction's loop where it loops.) The CPU schedule's vector width, unroll and thread
 split are not read: the block sizes are this module's.
 
 `lowering/backends/triton_launch.py` loads the source (through `linecache`),
@@ -246,8 +248,6 @@ class KernelEmitter:
                 if isinstance(outer, (L.MapOp, L.ReduceOp)):
                     raise no_rule(f"a {op.name} inside a {outer.name} in kernel "
                                   f"{self.k.sym_name.data!r} (an inlined dot product)")
-            if isinstance(op, L.StoreOp) and isinstance(op.parent_op(), L.ReduceOp):
-                raise no_rule(f"a store inside a loop.reduce in kernel {self.k.sym_name.data!r}")
         par = A.ints(self.k.parallel)
         if any(n == A.DYN for n in par[1:]):
             raise no_rule("a dynamic parallel extent other than the first")

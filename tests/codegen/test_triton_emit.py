@@ -149,7 +149,22 @@ def bias_layernorm(x, w, b):
 # (function, argument spec, what the values are: "edge" any edge value, "tame"
 # finite values and NaN/±Inf/-0.0 but nothing that overflows a sum, "finite"
 # small finite values; one kind for every argument, or one per argument)
+def residual_loss(out, b, y):
+    """A value realized (returned) and reduced in one kernel: the store sits
+    inside the reduction's body."""
+    r = out + b - y
+    return r, (r * r).mean()
+
+
+def residual_rows(out, y):
+    r = np.tanh(out - y)
+    return r, r.max(axis=-1), np.abs(r).sum(axis=-1)
+
+
 PROGRAMS = {
+    "residual-loss": (residual_loss, "f32[16,40] f32[40] f32[16,40]", "tame"),
+    "residual-loss-looped": (residual_loss, "f64[50,300] f64[300] f64[50,300]", "tame"),
+    "residual-rows": (residual_rows, "f32[9,70] f32[9,70]", "tame"),
     "chain": (chain, "f32[4,8] f32[8] f32[4]", "edge"),
     "chain-f64": (chain, "f64[3,5] f64[5] f64[3]", "edge"),
     "muladd": (muladd, "f32[64] f32[64] f32[64]", "edge"),
@@ -404,7 +419,7 @@ def _check(name: str, got: list[np.ndarray], want: list[np.ndarray], args) -> No
 
 def _program_test(name: str):
     fn, spec, kind = PROGRAMS[name]
-    min_row = 1 if name.startswith(("softmax", "reductions", "argm")) else 0
+    min_row = 1 if name.startswith(("softmax", "reductions", "argm", "residual-rows")) else 0
     if name == "total":
         min_row = 0
 

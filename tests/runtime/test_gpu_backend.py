@@ -490,3 +490,37 @@ def test_max_autotune_winners_persist_in_the_disk_cache(monkeypatch, tmp_path):
     # another kernel (another source) is timed afresh
     tuned_launch(lambda x: np.tanh(x) * 3)
     assert len(timed) > n
+
+
+def test_reductions_to_a_scalar_split_into_programs(monkeypatch):
+    """On a GPU a reduction to a scalar in one program would stream the whole
+    array through one multiprocessor: it splits into chunks reduced by many
+    programs plus one program for their partials (the threshold lowered
+    here, so that small arrays split). The residual stored inside the
+    reduction lands at its own index; sums within the reduction tolerance,
+    max and integer sums exact."""
+    from lowering import pipeline
+    from lowering.testing import TOLERANCES, assert_same_value
+
+    monkeypatch.setitem(pipeline.GPU_REDUCTIONS, "split_threshold", 256)
+    pipeline.clear_programs()
+
+    def loss(out, y, k):
+        r = np.tanh(out) - y
+        return r, (r * r).mean(), out.max(), (k * 3).sum()
+
+    rng = np.random.default_rng(4)
+    out = rng.standard_normal((16, 64)).astype(np.float32)
+    out[3, 7] = np.nan
+    y = rng.standard_normal((16, 64)).astype(np.float32)
+    k = rng.integers(-2**40, 2**40, size=(16, 64))
+    f = compiled(loss)
+    got = f(out, y, k)
+    want = loss(out, y, k)
+    assert_same_value(got[0], want[0], TOLERANCES.rtol(np.float32, "pointwise"))
+    assert_same_value(got[1], want[1], TOLERANCES.rtol(np.float32, "reduction", out.size))
+    assert_same_value(got[2], want[2], 0.0)
+    assert_same_value(got[3], want[3], 0.0)
+    lines = "\n".join(f._last_prog.describe())
+    assert "_part: Triton rows kernel, grid 8" in lines and "_join" in lines
+    pipeline.clear_programs()
