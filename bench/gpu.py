@@ -204,6 +204,7 @@ def main(argv: list[str]) -> int:
                 print("   configs (fastest first):", ", ".join(
                     f"{x['config'][0]} w{x['config'][1]}: {x['ms']:.3f}" for x in c[:6]), flush=True)
         rows.append(row)
+    w5 = {} if only and "w5" not in only else w5_step(torch, lowering, bench, dev, args.quick)
     # W6: the per-call cost of x*2+1 on 16 float32 elements, device-resident
     x16 = torch.randn(16, device=dev)
 
@@ -234,13 +235,70 @@ def main(argv: list[str]) -> int:
               "copy_GBps": copy_gbs, "torch": torch.__version__,
               "triton": __import__("triton").__version__, "python": platform.python_version(),
               "flush_l2": bool(args.flush), "rows": rows,
-              "w6_us": w6_us}
+              "w6_us": w6_us, "w5": w5}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{host}-gpu.json").write_text(json.dumps(result, indent=1))
     md = report(result, peers)
     (args.out_dir / f"{host}-gpu.md").write_text(md)
     print(md)
     return 0
+
+
+def mlp_loss(X, W1, b1, W2, b2, Y):
+    """W5's GPU variant: X -> 4096 (GELU, tanh form) -> 1024, mean squared error."""
+    h = X @ W1 + b1
+    g = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3)))
+    out = g @ W2 + b2
+    return ((out - Y) ** 2).mean()
+
+
+def w5_step(torch, lowering, bench, dev, quick: bool) -> dict:
+    """W5 fp32 on the device: value and gradients of the four parameters,
+    lowering's `compile(value_and_grad(...), backend="gpu")` on torch tensors
+    against torch eager and torch.compile of `torch.func.grad_and_value`;
+    each checked against the float64 numpy gradient."""
+    n, d, hdim = (512, 256, 1024) if quick else (4096, 1024, 4096)
+    rng = np.random.default_rng(5)
+    host = [rng.standard_normal((n, d)), rng.standard_normal((d, hdim)) / np.sqrt(d),
+            0.1 * rng.standard_normal(hdim), rng.standard_normal((hdim, d)) / np.sqrt(hdim),
+            0.1 * rng.standard_normal(d), rng.standard_normal((n, d))]
+    ref_v, ref_g = lowering.compile(lowering.value_and_grad(mlp_loss, argnums=(1, 2, 3, 4)),
+                                    backend="numpy")(*host)
+    host = [x.astype(np.float32) for x in host]
+    t_in = [torch.from_numpy(x).to(dev) for x in host]
+
+    def t_loss(X, W1, b1, W2, b2, Y):
+        h = X @ W1 + b1
+        g = 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3)))
+        return ((g @ W2 + b2 - Y) ** 2).mean()
+
+    t_step = torch.func.grad_and_value(t_loss, argnums=(1, 2, 3, 4))
+    runs = {"lowering": lowering.compile(lowering.value_and_grad(mlp_loss, argnums=(1, 2, 3, 4)),
+                                         backend="gpu"),
+            "torch": lambda *a: tuple(reversed(t_step(*a))),
+            "torch.compile": (lambda f: lambda *a: tuple(reversed(f(*a))))(torch.compile(t_step))}
+    out = {"shapes": [n, d, hdim]}
+    for peer, f in runs.items():
+        entry = {}
+        try:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            v, g = f(*t_in)
+            torch.cuda.synchronize()
+            entry["first_call_ms"] = (time.perf_counter() - t0) * 1e3
+            errs = [rel_err(np.asarray(v.cpu()) if hasattr(v, "cpu") else np.asarray(v),
+                            np.asarray(ref_v))]
+            errs += [rel_err(gi.cpu().numpy(), ri) for gi, ri in zip(g, ref_g)]
+            entry["rel_err"] = max(errs)
+            entry["ok"] = entry["rel_err"] <= 1e-3
+            entry["ms"] = bench(lambda: f(*t_in))
+            if peer == "lowering":
+                entry["stats"] = dict(f.stats)
+        except Exception as e:  # a peer's failure is a row, not the end of the run
+            entry["error"] = f"{type(e).__name__}: {e}"[:300]
+        out[peer] = entry
+        print("W5 fp32", peer, {k: v for k, v in entry.items() if k != "stats"}, flush=True)
+    return out
 
 
 def report(result, peers) -> str:
@@ -269,6 +327,15 @@ def report(result, peers) -> str:
         first = f"{lo['first_call_ms']:.0f}" if "first_call_ms" in lo else "–"
         lines.append(f"| {r['workload']} | {r['roofline_ms']:.3f} | {cell(lo)} | {kern} | " +
                      " | ".join(cell(r.get(p)) for p in peers) + f" | {first} |")
+    w5 = result.get("w5") or {}
+    if w5:
+        def w5cell(e):
+            if not e or "ms" not in e:
+                return (e or {}).get("error", "–")[:60]
+            return f"{e['ms']:.3f}" + ("" if e.get("ok") else " ✗")
+        lines += ["", f"W5 fp32 MLP step ({w5['shapes']}: value and 4 gradients), median ms: "
+                  + ", ".join(f"{p} {w5cell(w5.get(p))}" for p in ("lowering", "torch",
+                                                                   "torch.compile"))]
     w6 = result["w6_us"]
     lines += ["", "W6 (x*2+1 on 16 elements, host time per call, device-resident): "
               + ", ".join(f"{k} {v:.1f} µs" for k, v in w6.items()), ""]
