@@ -158,6 +158,38 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
                               *call)
         if entry is not None:
             return entry
+    elif native.enabled() and flat_out and not paths:
+        nested = _nested_native(body, guards, n, seg.bindings, prog, outs,
+                                plan.treedef is not None, ret, treedef)
+        if nested is not None:
+            return nested
+    return fast
+
+
+def _nested_native(body, guards, n: int, bindings, prog, outs, as_tuple: bool, ret: str,
+                   treedef) -> Callable | None:
+    """For nested arguments (a dict, lists, namedtuples): a generated call
+    that checks the structure and hands the leaves to the native builtin of
+    the flat call (whose miss path is the flat Python call, whose miss is
+    MISS): the leaves' guards run natively, not in Python. None where the
+    structure is not one `access` reads or no native builtin applies."""
+    read = access(treedef)
+    if read is None:
+        return None
+    flat = body.compile(guards, n, ret, (tuple, ((tuple, (None,) * n), (dict, (), ()))))
+    if flat is None:
+        return None
+    entry = _native_entry(guards, n, bindings, prog, outs, as_tuple, flat, n, ())
+    if entry is None:
+        return None
+    shape, exprs, names = read
+    ns = dict(names, NATIVE=entry, MISS=MISS)
+    src = "\n".join(["def fast(*A, **K):", "    if not (" + " and ".join(shape) + "):",
+                      "        return MISS", "    return NATIVE(" + ", ".join(exprs) + ")"]) + "\n"
+    exec(compile(src, "<lowering nested call>", "exec"), ns)
+    fast = ns["fast"]
+    fast.source = src  # type: ignore[attr-defined]
+    fast.native = entry  # type: ignore[attr-defined]  (kept alive with the call)
     return fast
 
 

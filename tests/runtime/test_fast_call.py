@@ -158,3 +158,31 @@ def test_keyword_spellings_after_a_positional_call_get_calls_of_their_own():
     x2, y2 = np.ones(5, np.float32), np.arange(5, dtype=np.float32)
     assert_same_value(cf(x=x2, y=y2), f(x2, y2))
     assert general
+
+
+def test_nested_arguments_reach_the_native_entry():
+    """A call of nested tuples, lists or namedtuples (no Python state read):
+    the generated call checks the structure, then hands the leaves to the
+    flat call's native builtin (its guards native too); another structure,
+    dtype or shape misses and the general path answers."""
+    def f(ps, q):
+        return ps[0] * 2 + ps[1].lo - q[0]
+
+    def call_args(seed):
+        a, b, c, d = arrays(k=4, seed=seed)
+        return (a, Pair(b, c)), [d]
+
+    cf = lowering.compile(f)
+    args = call_args(0)
+    assert_same_value(cf(*args), f(*args))
+    assert getattr(cf._fast, "native", None) is not None
+    hits = cf.stats["cache_hits"]
+    for k in range(1, 4):
+        args = call_args(k)
+        assert_same_value(cf(*args), f(*args))
+    assert cf.stats["cache_hits"] == hits + 3 and cf.stats["compiles"] == 1
+    # another structure (a list for the tuple), dtype or shape: not this entry's
+    (a, p), q = call_args(5)
+    for other in (([a, p], q), ((a.astype(np.float64), p), q),
+                  ((a[:5], Pair(p.lo[:5], p.hi[:5])), [q[0][:5]])):
+        assert_same_value(cf(*other), f(*other))
