@@ -202,7 +202,7 @@ class CompiledFunction:
         # generated calls for other keyword spellings of a plain call, by
         # (positional count, keyword names in order): f(x, y=y) after f(x, y)
         self._fast_calls: dict[tuple, Callable] = {}
-        self._device_last: tuple | None = None  # device_call.fast's (signature, entry)
+        self._device_last: tuple | None = None  # device_call.fast's (signature, entry, device)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -685,7 +685,7 @@ class CompiledFunction:
         if self.backend == "gpu":
             entry.device_why = _device_why(prog, bindings, draws, convert, plan, trace, leaves)
             if not entry.device_why:
-                entry.device = (prog, bindings, out_plan, convert)
+                entry.device = (prog, bindings, out_plan, convert, owners)
         return entry, gvals
 
     def _compile_and_run_again(self, args, kwargs, leaves, treedef):

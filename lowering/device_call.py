@@ -66,19 +66,57 @@ def _key(treedef, leaves, dev) -> tuple | None:
                           str(getattr(x, "device", ""))))
         else:
             return None  # host arrays or objects beside device arrays: no device entry
+    if overlapping(dev, leaves):
+        return None  # (arguments sharing memory: the host copies' path, every call)
     return tuple(parts)
+
+
+def _span(dev, x) -> tuple[int, int] | None:
+    """The bytes [lo, hi) a device array's elements occupy (None: empty)."""
+    shape = tuple(x.shape)
+    if 0 in shape:
+        return None
+    if callable(getattr(x, "stride", None)):  # torch: strides in elements
+        item = x.element_size()
+        st = [int(v) * item for v in x.stride()]
+    else:
+        item = x.itemsize
+        st = [int(v) for v in x.strides]
+    ptr = dev.data_ptr(x)
+    lo = ptr + sum((n - 1) * v for n, v in zip(shape, st) if v < 0)
+    hi = ptr + sum((n - 1) * v for n, v in zip(shape, st) if v > 0) + item
+    return lo, hi
+
+
+def overlapping(dev, leaves) -> list[tuple[int, int]]:
+    """Pairs of device-array leaves whose memory may overlap (the same array
+    passed twice, two views of one): a program compiled for separate arrays
+    must not run on them (a write through one would be read through the
+    other), and their host copies must keep the sharing."""
+    spans = []
+    for i, x in enumerate(leaves):
+        if type(x) not in (float, int, bool) and not isinstance(x, _SCALARS) and dev.owns(x):
+            sp = _span(dev, x)
+            if sp is not None:
+                spans.append((i, sp))
+    if len(spans) < 2:
+        return []
+    return [(i, j) for k, (i, a) in enumerate(spans) for j, b in spans[k + 1:]
+            if a[0] < b[1] and b[0] < a[1]]
 
 
 def fast(cf, args):
     """The last device entry a call of positional device arrays took, where
     this call's arrays have the same kinds, shapes, dtypes and strides (no
     flattening, no key); MISS otherwise."""
-    sig, run = cf._device_last
+    sig, run, dev = cf._device_last
     if len(args) != len(sig):
         return MISS
     for a, s in zip(args, sig):
         if type(a) is not s[0] or _signature(a) != s:
             return MISS
+    if len(args) > 1 and overlapping(dev, args):
+        return MISS
     try:
         r = run(list(args), (args, {}))
     except IndexError:  # a gather's index out of range: the general path raises numpy's
@@ -114,20 +152,30 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
             cf.stats["cache_hits"] += 1
             if not kwargs and len(where) == len(leaves) == len(args):
                 # positional device arrays only: the next call may take `fast`
-                cf._device_last = (tuple(_signature(x) for x in args), run)
+                cf._device_last = (tuple(_signature(x) for x in args), run, dev)
             return r
     # (in each device array's layout class: the program compiled on the host
     # copies is the one the device entry runs on the device arrays)
-    layouts = {i: _layout_class(leaves[i]) for i in where}
+    layouts = {i: gpu.layout_class_of(leaves[i]) for i in where}
     host = [_in_layout(dev.to_host(x), layouts[i]) if i in where else x
             for i, x in enumerate(leaves)]
+    for i, j in overlapping(dev, leaves):
+        if leaves[i] is not leaves[j]:
+            raise ValueError(
+                f"lowering: arguments {i} and {j} of {cf.__qualname__} are device arrays that "
+                "share memory (two views of one array); pass separate arrays, or the same "
+                "array object twice")
+        host[j] = host[i]  # (one array passed twice: numpy sees one array twice)
     before = {i: _in_layout(np.array(host[i], copy=True), layouts[i]) for i in where}
     hargs, hkwargs = pytree.unflatten(treedef, host)
-    out = cf(*hargs, **hkwargs)  # this call, once: on host copies (compiles on a miss)
-    # arguments the call wrote go back to the caller's device arrays
-    for i, old in before.items():
-        if not _same(host[i], old):
-            _write(dev, leaves[i], host[i])
+    try:
+        out = cf(*hargs, **hkwargs)  # this call, once: on host copies (compiles on a miss)
+    finally:
+        # arguments the call wrote go back to the caller's device arrays (numpy's
+        # writes before an error it raises too: they stay in numpy's arrays)
+        for i, old in before.items():
+            if not _same(host[i], old):
+                _write(dev, leaves[i], host[i])
     if key is not None:
         # the entry that serves these arguments (found by their values before the call)
         unchanged = [before.get(i, x) for i, x in enumerate(host)]
@@ -139,30 +187,6 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
             logger("graph_breaks").info("%s on %s arrays runs on host copies: %s",
                                         cf.__qualname__, dev.name, why)
     return _to_device(dev, out)
-
-
-def _layout_class(x) -> str:
-    """"C", "F" or "strided" for a device array, by numpy's rules (dims of
-    size 1 don't count; an empty array is contiguous): what the program the
-    device entry runs on it was compiled for."""
-    shape = tuple(x.shape)
-    strides = x.stride() if callable(getattr(x, "stride", None)) else \
-        tuple(s // x.itemsize for s in x.strides)
-    if _dense(shape, strides, reversed(range(len(shape)))):
-        return "C"
-    return "F" if _dense(shape, strides, range(len(shape))) else "strided"
-
-
-def _dense(shape, strides, order) -> bool:
-    if 0 in shape:
-        return True
-    step = 1
-    for d in order:
-        if shape[d] != 1:
-            if strides[d] != step:
-                return False
-            step *= shape[d]
-    return True
 
 
 def _in_layout(h: np.ndarray, layout: str) -> np.ndarray:
@@ -216,7 +240,7 @@ def _device_runner(dev, entry, cf=None):
     its program on the caller's arrays; MISS where a guard fails. For a
     mode="reduce-overhead" function, the program replayed as a graph
     (lowering/device_graph.py), which runs `steps` where it cannot."""
-    prog, bindings, out_plan, convert = entry.device
+    prog, bindings, out_plan, convert, owners = entry.device
     state = [c for c in entry.guards.checks if c.where == "G"]
     scalars = [(i, c) for i, c in enumerate(convert) if c is not None]
 
@@ -224,8 +248,9 @@ def _device_runner(dev, entry, cf=None):
         inputs = [leaves[b] for b in bindings]
         for i, c in scalars:  # a Python scalar: a 0-d device array of its value
             inputs[i] = dev.from_host(np.asarray(c(inputs[i])))
-        results = prog.run_device(inputs, dev)
-        return apply_plan(out_plan, list(results), leaves)
+        results = fresh_on_device(dev, prog.run_device(inputs, dev), inputs, owners,
+                                  prog.device_fresh)
+        return apply_plan(out_plan, results, leaves)
 
     if cf is not None and cf.mode == "reduce-overhead":
         return GraphedEntry(dev, entry, steps, cf.__qualname__)
@@ -237,6 +262,25 @@ def _device_runner(dev, entry, cf=None):
                 return MISS
         return steps(leaves, tree)
     return run
+
+
+def fresh_on_device(dev, results, inputs: list, owners: list, fresh) -> list:
+    """numpy's results are new arrays: a program's output that is one of its
+    input buffers (`x.copy()` of an argument lowers to no kernel at all) or
+    the same buffer as another output is copied on the device, unless it is
+    the argument itself, unchanged or written in place (`owners`: `x += 1;
+    return x` returns the caller's array). `fresh[i]`: output i is a buffer
+    the program allocated for it alone."""
+    seen: set[int] = set()
+    out = []
+    for i, r in enumerate(results):
+        owner = owners[i] if i < len(owners) else None
+        keep = (owner is not None and r is inputs[owner]) or (fresh is not None and fresh[i])
+        if not keep or id(r) in seen:
+            r = dev.copy(r)
+        seen.add(id(r))
+        out.append(r)
+    return out
 
 
 def _write(dev, target, host: np.ndarray) -> None:

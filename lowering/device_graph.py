@@ -53,7 +53,7 @@ class GraphedEntry:
 
     def __init__(self, dev: gpu.Device, entry, plain, qualname: str = "function"):
         self.dev = dev
-        self.prog, self.bindings, self.out_plan, convert = entry.device
+        self.prog, self.bindings, self.out_plan, convert, self.owners = entry.device
         self.state = [c for c in entry.guards.checks if c.where == "G"]
         self.gvals = entry.gvals
         self.scalars = [(i, c) for i, c in enumerate(convert) if c is not None]
@@ -154,9 +154,16 @@ class GraphedEntry:
                 graph.copy(inputs[s], vals[s])
         n = len(inputs)
         out = []
+        taken: set[int] = set()
         for k, s in enumerate(self.prog.outputs):
-            if s < n and s not in self.made:
-                out.append(inputs[s])  # an argument: the caller's array, written back above
+            owner = self.owners[k] if k < len(self.owners) else None
+            if s < n and s not in self.made and owner == s and s not in taken:
+                # the argument itself (`x += 1; return x`): the caller's array,
+                # written back above
+                out.append(inputs[s])
+                taken.add(s)
+            elif s < n and s not in self.made:  # a copy of an argument (`x.copy()`)
+                out.append(graph.clone(inputs[s]))
             elif k in self.cloned:
                 out.append(graph.clone(vals[s]))
             else:

@@ -487,3 +487,27 @@ def of(x) -> Device | None:
         return _make("torch") if getattr(x, "is_cuda", False) else None
     # CuPy's own arrays, and any other producer of the interface through CuPy
     return _make("cupy") if hasattr(x, "__cuda_array_interface__") else None
+
+
+def layout_class_of(x) -> str:
+    """"C", "F" or "strided" for a device array, by numpy's rules (dims of
+    size 1 don't count; an empty array is contiguous): what the program the
+    device entry runs on it was compiled for."""
+    shape = tuple(x.shape)
+    strides = x.stride() if callable(getattr(x, "stride", None)) else \
+        tuple(s // x.itemsize for s in x.strides)
+    if _dense(shape, strides, reversed(range(len(shape)))):
+        return "C"
+    return "F" if _dense(shape, strides, range(len(shape))) else "strided"
+
+
+def _dense(shape, strides, order) -> bool:
+    if 0 in shape:
+        return True
+    step = 1
+    for d in order:
+        if shape[d] != 1:
+            if strides[d] != step:
+                return False
+            step *= shape[d]
+    return True

@@ -163,6 +163,11 @@ class GpuProgram:
         self.tune = False
         # a host call's results are copies of device memory: never the caller's arrays
         self.fresh = tuple(True for _ in self.outputs)
+        # on device arrays, an output is new memory where the program allocates
+        # it for that output alone (not an input's buffer, not another output's)
+        allocated = {st.slot for st in self.steps if isinstance(st, Alloc)}
+        self.device_fresh = tuple(s in allocated and self.outputs.count(s) == 1
+                                  for s in self.outputs)
         # inputs the program writes in place: copied back to a host caller's arrays
         self.inputs_written = tuple(sorted(s for s in written if s < self.n_inputs))
         for st in self.steps:
@@ -487,8 +492,11 @@ class GpuProgram:
             return
         # numpy's routine on host copies (interpreter.extern: the reference's rules)
         host = {s: dev.to_host(vals[s]) for s in st.ins + st.outs}
-        interpreter.run_extern(st.op, {b: host[s] for b, s in zip(st.op.buffers,
-                                                                  st.ins + st.outs)})
+        try:
+            interpreter.run_extern(st.op, {b: host[s] for b, s in zip(st.op.buffers,
+                                                                      st.ins + st.outs)})
+        except Exception as err:  # the numpy routine's own error (an index out of range)
+            raise as_numpy(err)
         if st.once:
             st.made[id(dev)] = vals[st.outs[0]]
         for s in st.outs:
