@@ -117,6 +117,12 @@ class Device:
         """The device's model (what tuned launch configurations depend on)."""
         return self.name
 
+    def where(self) -> tuple:
+        """Which memory this device object allocates in now (one object
+        stands for every GPU of its library: the current one's): what a
+        buffer kept across calls is keyed by."""
+        return (id(self), 0)
+
     def graph(self) -> DeviceGraph:
         raise NotCapturable(f"{self.name} arrays have no graphs")
 
@@ -183,6 +189,9 @@ class TorchDevice(Device):
     def model(self):
         return "cuda:" + self.torch.cuda.get_device_name(self.torch.cuda.current_device())
 
+    def where(self):
+        return (id(self), self.torch.cuda.current_device())
+
     def current_stream(self):
         return self._stream()
 
@@ -239,6 +248,9 @@ class CupyDevice(Device):
 
     def data_ptr(self, x):
         return x.data.ptr
+
+    def where(self):
+        return (id(self), self.cp.cuda.Device().id)
 
     def model(self):
         props = self.cp.cuda.runtime.getDeviceProperties(self.cp.cuda.Device().id)

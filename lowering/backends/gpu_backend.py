@@ -178,7 +178,7 @@ class GpuProgram:
         # gathers check their indices on the device: an int32 a kernel sets
         # where an index is out of range, read after each run (`_checked`)
         self.checks_indices = any(a.kind == "status" for tk in self.kernels for a in tk.args)
-        self._status: dict[int, object] = {}  # id(device) -> its status buffer
+        self._status: dict[tuple, object] = {}  # Device.where() -> its status buffer
 
     def describe(self) -> list[str]:
         """What each step does on the device, for `explain`: a launch's
@@ -285,9 +285,9 @@ class GpuProgram:
     def _status_of(self, dev: gpu.Device):
         """The device's status buffer of this program (zero until a gather
         meets an index out of range)."""
-        buf = self._status.get(id(dev))
+        buf = self._status.get(dev.where())
         if buf is None:
-            buf = self._status[id(dev)] = dev.from_host(np.zeros(1, np.int32))
+            buf = self._status[dev.where()] = dev.from_host(np.zeros(1, np.int32))
         return buf
 
     def _checked(self, dev: gpu.Device) -> None:
@@ -297,7 +297,7 @@ class GpuProgram:
         back: the run waits for the device.)"""
         buf = self._status_of(dev)
         if int(np.asarray(dev.to_host(buf)).reshape(-1)[0]):
-            self._status[id(dev)] = dev.from_host(np.zeros(1, np.int32))
+            self._status[dev.where()] = dev.from_host(np.zeros(1, np.int32))
             raise as_numpy(IndexError("an index out of range in a gather on the device"))
 
     def _launch_values(self, st: Launch, bufs: list, dev: gpu.Device) -> list:
@@ -482,7 +482,7 @@ class GpuProgram:
 
     def _run_extern(self, st: Extern, vals: list, dev: gpu.Device) -> None:
         if st.once:
-            made = st.made.get(id(dev))
+            made = st.made.get(dev.where())
             if made is not None:
                 vals[st.outs[0]] = made
                 return
@@ -498,7 +498,7 @@ class GpuProgram:
         except Exception as err:  # the numpy routine's own error (an index out of range)
             raise as_numpy(err)
         if st.once:
-            st.made[id(dev)] = vals[st.outs[0]]
+            st.made[dev.where()] = vals[st.outs[0]]
         for s in st.outs:
             back = dev.from_host(host[s])
             out = vals[s]
