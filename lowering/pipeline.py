@@ -324,7 +324,10 @@ class PartitionedProgram:
         self.report = None  # (each half has its own: `programs`)
 
     def backward_for(self, saved: list) -> Callable:
-        lay = tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved)
+        return self.backward_for_layouts(
+            tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved))
+
+    def backward_for_layouts(self, lay: tuple) -> Callable:
         prog = self._backward.get(lay)
         if prog is None:
             with self._backward_lock:
@@ -348,7 +351,9 @@ class PartitionedProgram:
         return prog
     def _fresh(self, bwd: Callable) -> tuple[bool, ...] | None:
         """Results the two programs allocate in the call (see fresh_results)."""
-        ff, bf = self.forward.fresh, bwd.fresh
+        return self._fresh_of(self.forward.fresh, bwd.fresh)
+
+    def _fresh_of(self, ff, bf) -> tuple[bool, ...] | None:
         if ff is None or bf is None:
             return None
         p = self.partition
@@ -369,9 +374,47 @@ class PartitionedProgram:
         fres = self.forward(inputs)
         saved = list(fres[nf:])
         bres = self.backward_for(saved)(list(inputs) + saved)
+        return self._results(fres[:nf], bres)
+
+    def _results(self, fres, bres) -> list:
+        p = self.partition
         out: list = [None] * self.n_results
-        for i, r in zip(p.fwd_results, fres[:nf]):
+        for i, r in zip(p.fwd_results, fres):
             out[i] = r
         for i, r in zip(p.bwd_results, bres):
             out[i] = r
         return out
+
+    # ---- on device arrays (backend="gpu": both halves GPU programs) ----
+    def run_device(self, arrays, device=None) -> list:
+        """Both halves on device arrays: the forward's saved values stay on
+        the device and the backward (compiled for their layouts) reads them
+        there; a training step on torch tensors never goes through the host."""
+        from runtime.gpu import layout_class_of
+
+        if not hasattr(self.forward, "run_device"):
+            raise TypeError("run_device: not a GPU program")
+        nf = len(self.partition.fwd_results)
+        fres = self.forward.run_device(arrays, device)
+        saved = list(fres[nf:])
+        bwd = self.backward_for_layouts(tuple(layout_class_of(x) for x in saved))
+        bres = bwd.run_device(list(arrays) + saved, device)
+        self._device_fresh = self._fresh_of(self.forward.device_fresh, bwd.device_fresh)
+        return self._results(fres[:nf], bres)
+
+    @property
+    def device_fresh(self):
+        """Which results the last device run allocated for themselves alone
+        (a backward result that is a saved value is not: it is copied)."""
+        return getattr(self, "_device_fresh", None)
+
+    @property
+    def inputs_written(self) -> tuple:
+        return tuple(sorted(set(getattr(self.forward, "inputs_written", ()))))
+
+    @property
+    def checks_indices(self) -> bool:
+        return any(getattr(q, "checks_indices", False) for q in self.programs)
+
+    def graph_why(self) -> str:
+        return "a forward and a backward program (not captured as one graph yet)"
