@@ -321,6 +321,7 @@ class PartitionedProgram:
         self.n_results = len(partition.fwd_results) + len(partition.bwd_results)
         self.programs: list[Callable] = [self.forward]
         self.fresh: tuple[bool, ...] | None = None  # known once the backward is compiled
+        self.outputs: tuple[int, ...] = ()  # each result's slot in a captured graph's buffers
         self.report = None  # (each half has its own: `programs`)
 
     def backward_for(self, saved: list) -> Callable:
@@ -410,11 +411,46 @@ class PartitionedProgram:
 
     @property
     def inputs_written(self) -> tuple:
-        return tuple(sorted(set(getattr(self.forward, "inputs_written", ()))))
+        """The caller's arguments either half writes in place."""
+        n = getattr(self.forward, "n_inputs", 0)
+        return tuple(sorted({s for q in self.programs for s in getattr(q, "inputs_written", ())
+                             if s < n}))
 
     @property
     def checks_indices(self) -> bool:
         return any(getattr(q, "checks_indices", False) for q in self.programs)
 
     def graph_why(self) -> str:
-        return "a forward and a backward program (not captured as one graph yet)"
+        """Why the step cannot be one graph ("" where it can): either half's."""
+        for q in self.programs:
+            why = q.graph_why() if hasattr(q, "graph_why") else "not a GPU program"
+            if why:
+                return why
+        return ""
+
+    def capture(self, arrays: list, device, graph) -> list:
+        """The forward's and the backward's steps captured into one graph
+        (mode="reduce-overhead": a training step is one replay), the saved
+        values in buffers of the graph's own. Returns every slot's buffer in
+        one numbering: the inputs, the forward's slots, then the backward's
+        own; `outputs` then gives each result's slot."""
+        from runtime.gpu import layout_class_of
+
+        n, nf = len(arrays), len(self.partition.fwd_results)
+        fvals, fwork = self.forward.capture_work(arrays, device)
+        fout = self.forward.outputs
+        saved = [fvals[s] for s in fout[nf:]]
+        bwd = self.backward_for_layouts(tuple(layout_class_of(x) for x in saved))
+        bvals, bwork = bwd.capture_work(list(arrays) + saved, device)
+        graph.capture(fwork + bwork)
+        m, f = len(saved), len(fvals)
+
+        def slot(t: int) -> int:  # a backward slot in the one numbering
+            return t if t < n else fout[nf + t - n] if t < n + m else f + t - (n + m)
+        results = [0] * self.n_results
+        for i, s in zip(self.partition.fwd_results, fout[:nf]):
+            results[i] = s
+        for i, s in zip(self.partition.bwd_results, bwd.outputs):
+            results[i] = slot(s)
+        self.outputs = tuple(results)
+        return list(fvals) + list(bvals[n + m:])

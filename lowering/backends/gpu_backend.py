@@ -362,6 +362,14 @@ class GpuProgram:
         and each launch's compiled kernel is loaded for these very buffers,
         so that the capture holds launches and library calls only, each on
         the capturing stream. Nothing runs: the caller replays the graph."""
+        vals, work = self.capture_work(arrays, dev)
+        graph.capture(work)
+        return vals
+
+    def capture_work(self, arrays: list, dev: gpu.Device) -> tuple[list, list]:
+        """`capture`'s preparation: every slot's buffer and the baked steps
+        (launches, matmuls) a graph captures, in order, nothing run (a
+        training step captures its forward's and backward's in one graph)."""
         why = self.graph_why()
         if why:
             raise gpu.NotCapturable(why)
@@ -378,8 +386,7 @@ class GpuProgram:
                     work.append(self._baked_matmul(st, vals, dev))
                 else:  # a constant made once (graph_why: nothing else is left)
                     self._run_extern(st, vals, dev)
-            graph.capture(work)
-        return vals
+        return vals, work
 
     def _baked_launch(self, st: Launch, bufs: list, dev: gpu.Device):
         """One launch with every argument fixed, as a graph records it: on a
