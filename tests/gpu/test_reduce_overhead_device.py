@@ -231,3 +231,32 @@ def test_w6_per_call_time_with_and_without_reduce_overhead(capsys):
         print(f"\nW6 per call (host time, µs): default {times['default']:.1f}, "
               f"reduce-overhead {times['reduce-overhead']:.1f} "
               f"(of which one output clone ~{clone:.1f}), torch eager {eager:.1f}")
+
+
+def _mse(X, W1, b1, W2, Y):
+    h = np.tanh(X @ W1 + b1)
+    return ((h @ W2 - Y) ** 2).mean()
+
+
+@pytest.mark.parametrize("mode", ["default", "reduce-overhead"])
+def test_a_training_step_on_torch_tensors(mode):
+    """value_and_grad on torch tensors: the forward and backward on the
+    device (one graph in reduce-overhead), against numpy's float64 gradient."""
+    import torch
+
+    import lowering
+
+    rng = np.random.default_rng(12)
+    host = [rng.standard_normal(s).astype(np.float32)
+            for s in ((256, 64), (64, 512), (512,), (512, 32), (256, 32))]
+    want_v, want_g = lowering.compile(lowering.value_and_grad(_mse, argnums=(1, 2, 3)),
+                                      backend="numpy")(*[a.astype(np.float64) for a in host])
+    step = lowering.compile(lowering.value_and_grad(_mse, argnums=(1, 2, 3)), backend="gpu",
+                            mode=mode)
+    t = [torch.from_numpy(a).cuda() for a in host]
+    for _ in range(4):
+        v, g = step(*t)
+        np.testing.assert_allclose(float(v), want_v, rtol=1e-4)
+        for got, want in zip(g, want_g):
+            assert isinstance(got, torch.Tensor) and got.is_cuda
+            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=2e-3, atol=1e-5)
