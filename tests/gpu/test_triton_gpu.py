@@ -38,6 +38,7 @@ from tests.codegen.test_triton_emit import (  # noqa: E402
     eager,
     inputs,
     kernel_level,
+    min_row,
     _spec_of,
 )
 from lowering.backends import triton_launch as TL  # noqa: E402
@@ -49,9 +50,8 @@ def on_gpu(fn, args: list[np.ndarray]) -> list[np.ndarray]:
 
 def _program_test(name: str):
     fn, spec, kind = PROGRAMS[name]
-    min_row = 1 if name.startswith(("softmax", "reductions", "argm")) else 0
 
-    @given(inputs(spec, kind, min_row))
+    @given(inputs(spec, kind, min_row(name)))
     def test(args):
         _check(name, on_gpu(fn, args), eager(fn, args), args)
     return test
