@@ -676,6 +676,29 @@ def test_ordered_kernels_run_in_order(name):
         assert_same_value(g, w, rtol=0.0, what=name)
 
 
+@pytest.mark.parametrize("rows", [1, 31, 70, 96])
+def test_a_column_sum_keeps_its_accumulator_in_registers(rows):
+    """A column reduction's output is one address per column, no row moves
+    it: loaded once, carried across the rows in a variable (the rows'
+    loads issued ORDERED_UNROLL at a time), stored once, with the adds in
+    numpy's order: bit for bit numpy's, for row counts below, at and past a
+    multiple of the unroll."""
+    fn, _, _ = PROGRAMS["colsum-ordered"]
+    spec = f"f32[{rows},300]"
+    tks = [tk for tk in kernels_of(fn, spec) if tk.strategy == "ordered"]
+    if rows >= 64:  # (fewer rows: a rows kernel per column instead)
+        (tk,) = tks
+        body = tk.source.split(f"def {tk.fn_name}(")[1]
+        loop = body[body.index("for q0"):body.rindex("tl.store(")]
+        assert "tl.store(" not in loop and "tl.static_range(" in loop
+        assert body.count("tl.store(") == 1
+    (x,) = dump.make_inputs(spec, seed=rows)[0]
+    x[min(3, rows - 1), 5] = np.nan
+    got, want = run(fn, [x]), eager(fn, [x])
+    for g, w in zip(got, want):
+        assert_same_value(g, w, rtol=0.0, what=spec)
+
+
 def test_ordered_kernels_refuse_what_points_share():
     """A scan along the last axis has no map of independent points (every
     point of a row in order): no ordered kernel, a rule refused by name."""
