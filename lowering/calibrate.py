@@ -9,10 +9,13 @@ squares on relative error). The table goes to the cache directory's
 `cost_table.json` (where the compiler looks for a calibrated table: see
 `table_for_process`), or `--out PATH`; `--ship` writes the table the package
 ships (`passes/cost_table.json`). `--quick` uses a small grid (a check that
-calibrating works, not a table to keep).
+calibrating works, not a table to keep). `--only CLASSES` measures those
+classes and keeps the others' rates from the table it writes over (a class
+added to the model gets its rates without re-deciding every other class).
 
     python -m lowering.calibrate            # measure, write, print the fit
     python -m lowering.calibrate --show     # the table in use and its choices
+    python -m lowering.calibrate --only matmul-shared-rows --ship
 """
 
 from __future__ import annotations
@@ -23,14 +26,14 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from passes import cost_model as cm
-from passes.lower_to_loop import matmul_work
+from passes.lower_to_loop import SHARED_ROW_BYTES, matmul_work, shared_rows_work
 from runtime import cpu, disk_cache
 
 from .cost_tables import TABLE_NAME, table_for_process
@@ -75,6 +78,23 @@ def _masked_matmul_t(a, w, h):
 
 def _matmul_add(a, b, c):
     return a @ b + c
+
+
+def _atax(a, x):
+    return a.T @ (a @ x)
+
+
+def _logistic_gradient(a, w, y):
+    return a.T @ (1.0 / (1.0 + np.exp(-(a @ w))) - y)
+
+
+def _row_vector_chain(a, x):
+    return (a @ x) @ a
+
+
+def _two_columns(a, w):
+    z = a @ w
+    return a.T @ (z[:, 0] * z[:, 1])
 
 
 def _any0(x):
@@ -123,6 +143,31 @@ def _cases(quick: bool) -> Iterable[Case]:
         w = rng.standard_normal((n, k)).astype(dt)
         yield Case("matmul-short", f"{name} ({m}x{k} @ w.T) * mask", _masked_matmul_t, (a, w, c),
                    matmul_work("matmul-short", m, k, n, s, True, False, False))
+    # matmul-shared-rows: A (M, K) read by a product of its rows and the transposed
+    # product that consumes it row by row; A in a last-level cache or not (streamed)
+    shared = ([(256, 256), (4096, 128), (70000, 128)] if quick else
+              [(64, 64), (256, 256), (600, 600), (1024, 128), (4096, 64), (4096, 512),
+               (16384, 128), (1000, 1000), (2000, 1500), (20000, 512), (50000, 128),
+               (100000, 128), (200000, 32), (30000, 1024)])
+    for dt, (m, k) in itertools.product(dts, shared):
+        s, name = np.dtype(dt).itemsize, np.dtype(dt).name
+        if k * s > SHARED_ROW_BYTES:  # (not of the class: BLAS's)
+            continue
+        a = rng.standard_normal((m, k)).astype(dt)
+        x = (rng.standard_normal(k) / np.sqrt(k)).astype(dt)
+        yield Case("matmul-shared-rows", f"{name} A.T @ (A @ x) {m}x{k}", _atax, (a, x),
+                   shared_rows_work(m, k, [1], s))
+        yield Case("matmul-shared-rows", f"{name} (A @ x) @ A {m}x{k}", _row_vector_chain,
+                   (a, x), shared_rows_work(m, k, [1], s))
+        if quick:
+            continue
+        y = (rng.random(m) > 0.5).astype(dt)
+        yield Case("matmul-shared-rows", f"{name} logistic gradient {m}x{k}", _logistic_gradient,
+                   (a, x, y), shared_rows_work(m, k, [1], s))
+        if m * k >= 1 << 18:
+            w = (rng.standard_normal((k, 2)) / np.sqrt(k)).astype(dt)
+            yield Case("matmul-shared-rows", f"{name} A.T @ (z0 * z1), z = A @ W {m}x{k}x2",
+                       _two_columns, (a, w), shared_rows_work(m, k, [2], s))
     # reductions over leading axes that the loop level does not accumulate
     cols = ([(64, 64), (2048, 512)] if quick else
             [(r, c) for r in (8, 64, 512, 4096) for c in (8, 128, 1024)])
@@ -211,10 +256,12 @@ def _nnls_relative(X: np.ndarray, t: np.ndarray) -> np.ndarray:
     return best
 
 
-def calibrate(quick: bool = False, log=print) -> tuple[cm.CostTable, list]:
-    """Measure every case on both paths; the fitted table and the raw rows
-    (class, label, path, µs, predicted µs)."""
-    cases = list(_cases(quick))
+def calibrate(quick: bool = False, log=print,
+              only: Collection[str] | None = None) -> tuple[cm.CostTable | _Partial, list]:
+    """Measure every case (of the classes in `only`, if given) on both paths;
+    the fitted table (of those classes' rates only, with `only`) and the raw
+    rows (class, label, path, µs, predicted µs)."""
+    cases = [c for c in _cases(quick) if only is None or c.shape_class in only]
     measured: dict[tuple[str, str], list[tuple[Case, float]]] = {}
     for i, case in enumerate(cases, 1):
         key = f"{case.shape_class}/{case.work.variant}"
@@ -231,7 +278,32 @@ def calibrate(quick: bool = False, log=print) -> tuple[cm.CostTable, list]:
             rows.append((cls, c.label, path, us,
                          r.time_us(c.work.bytes(path), c.work.flops, c.work.rows)))
     source = f"python -m lowering.calibrate{' --quick' if quick else ''}, {time.strftime('%Y-%m-%d')}"
+    if only is not None:
+        return _Partial(machine_name(), source, rates), rows
     return cm.CostTable(machine_name(), source, rates), rows
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """The rates of some classes (`calibrate(only=...)`), to merge into a table."""
+
+    machine: str
+    source: str
+    rates: dict
+
+    def into(self, base: dict, where: str) -> cm.CostTable:
+        """The table `base` (its JSON: it may lack these classes, new ones)
+        with these classes' rates in; the source names both measurements
+        (and the machines, where they differ)."""
+        on = "" if self.machine == base["machine"] else f" on {self.machine}"
+        classes = ", ".join(sorted({k.split("/")[0] for k in self.rates}))
+        rates = {**base["rates"], **{c: {p: [r.overhead_us, r.ns_per_byte, r.ns_per_flop,
+                                               r.ns_per_row] for p, r in ps.items()}
+                                     for c, ps in self.rates.items()}}
+        return cm.CostTable.from_json(
+            {"machine": base["machine"],
+             "source": f"{base.get('source', where)}; {classes}: {self.source}{on}",
+             "rates": rates}, where)
 
 
 def agreement(rows: list) -> dict[str, float]:
@@ -269,20 +341,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="write the table here")
     p.add_argument("--ship", action="store_true", help=f"write the shipped table ({cm.SHIPPED})")
     p.add_argument("--show", action="store_true", help="print the table in use and stop")
+    p.add_argument("--only", help="measure these classes (comma-separated) and keep the other "
+                                  "classes' rates from the table written over (or the one in use)")
     ns = p.parse_args(argv)
     if ns.show:
         show(table_for_process())
         return 0
-    table, rows = calibrate(ns.quick)
+    out = cm.SHIPPED if ns.ship else ns.out or disk_cache.directory_from_env() / TABLE_NAME
+    only = None if ns.only is None else [c.strip() for c in ns.only.split(",") if c.strip()]
+    if only is not None and (not only or any(c not in cm.CLASSES for c in only)):
+        p.error(f"--only: classes are {', '.join(cm.CLASSES)}")
+    table, rows = calibrate(ns.quick, only=only)
+    kept: list = []  # the measurements of the classes not measured now
+    if isinstance(table, _Partial):
+        base = json.loads(out.read_text()) if out.is_file() else table_for_process().to_json()
+        table = table.into(base, str(out))
+        if out.is_file():
+            kept = [r for r in json.loads(out.read_text()).get("measured", [])
+                    if r["class"].split("/")[0] not in only]
     show(table)
     for cls, (frac, regret) in sorted(agreement(rows).items()):
         print(f"  {cls}: the faster path (within 10%) in {frac:.0%} of the cases; "
               f"chosen / best time {regret:.3f} (geomean)")
-    out = cm.SHIPPED if ns.ship else ns.out or disk_cache.directory_from_env() / TABLE_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     data = table.to_json()  # (the measurements ride along: not part of the digest)
-    data["measured"] = [{"class": c, "case": label, "path": path, "us": round(us, 2),
-                         "fitted_us": round(pred, 2)} for c, label, path, us, pred in rows]
+    data["measured"] = kept + [{"class": c, "case": label, "path": path, "us": round(us, 2),
+                                "fitted_us": round(pred, 2)} for c, label, path, us, pred in rows]
     out.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     print(f"wrote {out}")
     return 0

@@ -68,6 +68,16 @@ CLASSES: dict[str, ShapeClass] = {c.name: c for c in (
                "(M, K) @ (K, N), float, K <= 16: the MLP backward's `dlogits @ W2.T`; "
                "fused: every consumer pointwise (the product never stored)",
                ("plain", "fused")),
+    ShapeClass("matmul-shared-rows",
+               "one ordered pass over the matrix's rows (the products of each row, then the "
+               "row into the transposed product)",
+               "BLAS gemv/gemm",
+               "(K, M) @ (M, 1) = A.T @ v, or (1, M) @ (M, K) = v @ A, float, where v's "
+               "elements are computed from products by A's rows (A @ W, W narrow): "
+               "logistic regression's `X.T @ (sigmoid(X @ w) - y)`, atax's "
+               "`A.T @ (A @ x)`, `(A @ x) @ A`; streamed: A bigger than a last-level "
+               "cache's share (each pass from memory)",
+               ("plain", "streamed")),
     ShapeClass("column-reduction", "strided row kernel (each output a column walk)",
                "numpy's reduction (row after row into the output)",
                "a sum/prod/max/min over leading axes that keeps a long last axis and that "

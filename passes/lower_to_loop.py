@@ -58,7 +58,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineExpr, AffineMap
+from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
 
 import numpy as np
@@ -69,6 +69,7 @@ from dialects import loop as L
 from dialects import ufuncs as U
 from dialects.symbols import SymDim, hint, symbols_of
 from passes import cost_model as cm
+from passes.schedule import STREAM_BYTES
 
 # ufuncs (by numpy name) that the loop level generates for some loops (the
 # table's `gen` column; "float": not for integer loops); others run through an
@@ -289,6 +290,186 @@ def path_choice(op: Operation) -> cm.Choice:
     return cm.choose(cls, work_of(op, cls))
 
 
+# ---- products sharing one pass over a matrix's rows ---------------------------
+# `A.T @ v` (or `v @ A`) sums A's rows, row i scaled by v[i]; where v[i] is
+# computed from products of A's row i (`A @ W`: logistic regression's
+# `X.T @ (sigmoid(X @ w) - y)`, atax's `A.T @ (A @ x)`), one ordered kernel over
+# A's rows computes both (`SharedRowsEmitter`): BLAS reads A once per product.
+
+def rows_contracted(op: Operation) -> tuple[SSAValue, SSAValue, int] | None:
+    """(A, the other operand, the axis of the other operand that runs along
+    A's rows) of a float matrix-vector product that contracts over the rows
+    of a matrix A (M, K) laid out by rows: `A.T @ v` (v (M, 1): axis 0) or
+    `v @ A` (v (1, M): axis 1), M > SHORT_K, 8 <= K, a row of at most
+    SHARED_ROW_BYTES, static sizes; else None. (Into N > 1 columns, the pass
+    would add each row into N interleaved outputs, strided: BLAS's gemm.)"""
+    if not isinstance(op, A.DotOp) or not _float_matmul(op) or symbols_of(
+            [op.lhs.type, op.rhs.type]):
+        return None
+    el = op.result.type.element_type
+    if op.lhs.type.element_type != el or op.rhs.type.element_type != el:
+        return None
+    lhs, transposed = blas_operand(op.lhs)
+    forms = []
+    if transposed:  # A.T @ v
+        forms.append((lhs, op.rhs, 0, op.rhs.type.get_shape()[1]))
+    if not blas_operand(op.rhs)[1]:  # v @ A
+        forms.append((op.rhs, op.lhs, 1, op.lhs.type.get_shape()[0]))
+    row_limit = SHARED_ROW_BYTES // from_ir(el).itemsize
+    for a, other, axis, n in forms:
+        m, k = a.type.get_shape()
+        if n == 1 and m > SHORT_K and 8 <= k <= row_limit and _rows_in_memory(a):
+            return a, other, axis
+    return None
+
+
+# the longest row of A a shared pass takes: the pass reads the row in its
+# reductions, then again in the map that adds it into the output, which it
+# loads and stores; with row and output in L1 (2 x 4 KiB of a 32-48 KiB L1d)
+# the second reads are cheap. Measured (2 cores, against BLAS on both): 32 KB
+# rows ran at half the speed of 1 KB rows (4000x4000 float64: 10 ms,
+# 100000x128: 4.1 ms; BLAS 7.0 and 11.5), 8 KB rows lost to BLAS by 1.1-1.3x
+# (30000x1024 float64), 4 KB rows won or tied (30000x1024 float32: 5.4-6.6
+# against 9.6-10 ms)
+SHARED_ROW_BYTES = 4 << 10
+
+
+def _rows_in_memory(v: SSAValue) -> bool:
+    """v's buffer holds its rows contiguously: an argument the caller passes
+    C-contiguous (`AnnotateLayouts`), or a value computed into a buffer of
+    its own (not a view of another)."""
+    if isinstance(v, BlockArgument):
+        f = v.owner.parent_op()
+        attrs = getattr(f, "arg_attrs", None)
+        if attrs is None:
+            return True
+        lay = attrs.data[v.index].data.get("lowering.layout")
+        return not isinstance(lay, StringAttr) or lay.data == "C"
+    return not is_view(v.owner)
+
+
+RowProducts = tuple[tuple[A.DotOp, tuple[AffineExpr, ...]], ...]
+
+
+@dataclass(frozen=True)
+class SharedRows:
+    """What a product's pass over its matrix's rows computes besides it: the
+    row products (each with the index it is read at: row i, one column) and
+    the values between them and the product's vector (each computed once
+    per row in that pass, and nowhere else)."""
+
+    products: RowProducts
+    inner: frozenset
+
+
+def row_products(op: Operation) -> SharedRows | None:
+    """For a product contracting over A's rows (`rows_contracted`), the
+    products by A's rows (`A @ W`, W of up to NARROW_N columns) that its
+    vector reads at element i, at one column each: found through generated
+    point-wise ops and views whose values nothing outside reads (those, and
+    the row products, exist only inside the vector's elements: the pass
+    computes each once per row). None where there is no such product."""
+    rc = rows_contracted(op)
+    if rc is None:
+        return None
+    a, vec, axis = rc
+    start = [(vec, (dim(0), const(0)) if axis == 0 else (const(0), dim(0)))]
+    stop: set = set()  # values read from outside: leaves of the walk
+    while True:
+        found, inner, bad = _walk_rows(a, start, stop)
+        leaks = bad | {v for v in inner if any(
+            u.operation is not op and not any(r in inner for r in u.operation.results)
+            for u in v.uses)}
+        if not leaks:
+            break
+        stop |= leaks
+    if not found:
+        return None
+    return SharedRows(tuple(sorted(found, key=lambda f: str(f[1]))), frozenset(inner))
+
+
+def _walk_rows(a: SSAValue, start: list, stop: set) -> tuple[list, set, set]:
+    """From (value, index) pairs, through generated point-wise ops and views
+    (not into `stop`): the products by a's rows met at (row, constant
+    column), the values walked through, and the products by a's rows met at
+    any other index (`bad`: read where no row's pass has them)."""
+    found: list = []
+    inner: set = set()
+    bad: set = set()
+    seen: set = set()
+    todo = list(start)
+    while todo:
+        v, idx = todo.pop()
+        key = (v, tuple(map(str, idx)))
+        if key in seen or isinstance(v, BlockArgument) or v in stop:
+            continue
+        seen.add(key)
+        o = v.owner
+        if isinstance(o, A.DotOp):
+            if o.lhs is a and _narrow_rhs(o):
+                if str(idx[0]) == "d0" and isinstance(idx[1], AffineConstantExpr):
+                    found.append((o, idx))
+                    inner.add(v)
+                else:
+                    bad.add(v)
+            continue
+        if is_view(o) and not symbols_of([o.properties]):
+            inner.add(v)
+            todo.append((o.operands[0], through_view(o, idx)))
+        elif is_elementwise(o) and generated(o):
+            inner.add(v)
+            todo.extend((x, idx) for x in o.operands)
+    return [(z, i) for z, i in found if z.result not in bad], inner, bad
+
+
+def view_source(v: SSAValue) -> SSAValue:
+    """The value v views (through broadcasts, transposes, slices, reshapes)."""
+    while isinstance(v.owner, Operation) and is_view(v.owner):
+        v = v.owner.operands[0]
+    return v
+
+
+def _narrow_rhs(op: A.DotOp) -> bool:
+    n = op.rhs.type.get_shape()[1]
+    return (op.rhs.type.element_type == op.result.type.element_type
+            and not isinstance(n, SymDim) and 1 <= n <= NARROW_N)
+
+
+def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int) -> cm.Work:
+    """The work of `A.T @ v` (or `v @ A`) over A (M, K) whose v needs
+    products by A's rows into `product_cols` columns each: the generated
+    pass reads A once, the products' W and writes the output; BLAS reads A
+    once per product and writes the products and v, which the next routine
+    reads back. An A bigger than SHARED_CACHE_BYTES is the
+    "streamed" variant, with rates of its own: its passes come from memory,
+    where the generated pass (one thread: its rows in order) has one core's
+    bandwidth and BLAS all cores', but BLAS's transposed product pays per
+    row of A (a long, narrow A: 41 ns a row against 13 in cache)."""
+    a, s = m * k * itemsize, itemsize
+    w, out = k * sum(product_cols) * s, k * s
+    between = m * (sum(product_cols) + 1) * s
+    return cm.Work(a + w + out, a * (1 + len(product_cols)) + w + out + 2 * between,
+                   2 * m * k * (1 + sum(product_cols)), m,
+                   "streamed" if a > SHARED_CACHE_BYTES else "plain")
+
+
+# where a matrix's passes stop coming from cache: half of schedule's STREAM_BYTES
+# (about a server L3, which other cores and the program's other data share).
+# Fitted: with the variants split at 32 MiB, the 25.6 MB products behaved as
+# streamed ones and the fit chose the wrong path for 16 of 78 calibration
+# cases; at 16 MiB for none of them
+SHARED_CACHE_BYTES = STREAM_BYTES // 2
+
+
+def shared_rows_choice(op: A.DotOp, shared: SharedRows) -> cm.Choice:
+    """The cost model's path for a product whose row products can share its
+    pass (`matmul-shared-rows`)."""
+    m, k = rows_contracted(op)[0].type.get_shape()
+    cols = [z.rhs.type.get_shape()[1] for z in dict.fromkeys(z for z, _ in shared.products)]
+    s = from_ir(op.result.type.element_type).itemsize
+    return cm.choose("matmul-shared-rows", shared_rows_work(m, k, cols, s))
+
+
 def _contiguous_rows_of_rhs(v: SSAValue) -> bool:
     """B = W.T of a (N, K) value: its columns are W's rows already."""
     op = v.owner
@@ -462,6 +643,10 @@ class Lowering:
     # slice assignments found to clobber a value read later: a routine
     # writes them into a copy of the destination instead
     not_in_place: set = field(default_factory=set)
+    # products that share one ordered pass over their matrix's rows with the
+    # products they need (`row_products`) where the cost model prefers it
+    # (off for the GPU backend: its Triton emitter has no such ordered kernel)
+    shared_rows: bool = True
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
@@ -470,8 +655,19 @@ class Lowering:
         self._write_modes: dict[Operation, str | None] = {}
         self.inserted: list[Operation] = []
         # the cost model's choices, decided on the function as written
-        self.paths = [f"{describe(op)}: {path_choice(op).reason()}" for op in self.block.ops
-                      if shape_class(op) is not None]
+        self.shared: dict[A.DotOp, SharedRows] = {}  # product -> what its pass computes
+        self.row_product_of: dict[A.DotOp, A.DotOp] = {}  # row product -> that product
+        self.in_shared_pass: set[SSAValue] = set()  # values computed only inside such passes
+        shared_choices = self._share_rows() if self.shared_rows else {}
+        self.paths = []
+        for op in self.block.ops:
+            if op in shared_choices:
+                self.paths.append(f"{describe(op)}: {shared_choices[op].reason()}")
+            elif op in self.row_product_of:
+                self.paths.append(f"{describe(op)}: computed in the pass of "
+                                  f"{describe(self.row_product_of[op])} over its matrix's rows")
+            elif shape_class(op) is not None:
+                self.paths.append(f"{describe(op)}: {path_choice(op).reason()}")
         self._columns_of_narrow_products()
         self.order = {op: i for i, op in enumerate(self.block.ops)}
         self.uses = Counter()
@@ -487,11 +683,33 @@ class Lowering:
         self.overwritten = overwritten(self.block, self.uses)
         self._realize_costly_reuses()
 
+    def _share_rows(self) -> dict[A.DotOp, cm.Choice]:
+        """The cost model's choice for each product whose row products could
+        share its pass (`row_products`); those it sends down the generated
+        path go to `shared`, their row products to `row_product_of`."""
+        choices = {}
+        for op in self.block.ops:
+            found = row_products(op) if op not in self.row_product_of else None
+            if found is None or any(z in self.shared for z, _ in found.products):
+                continue
+            choices[op] = shared_rows_choice(op, found)
+            if choices[op].path == "generated":
+                self.shared[op] = found
+                for z, _ in found.products:
+                    self.row_product_of[z] = op
+                self.in_shared_pass |= found.inner
+        return choices
+
     def _columns_of_narrow_products(self) -> None:
         """A narrow matmul reads B's columns as rows: B.T made once, first
-        (before any kernel, so that the one writing A can join the product's)."""
+        (before any kernel, so that the one writing A can join the product's);
+        so does a row product (`row_products`) into more than one column."""
         for op in list(self.block.ops):
-            if isinstance(op, A.DotOp) and narrow_dot(op) and not _contiguous_rows_of_rhs(op.rhs):
+            if op in self.row_product_of:
+                wanted = op.rhs.type.get_shape()[1] > 1
+            else:
+                wanted = isinstance(op, A.DotOp) and narrow_dot(op)
+            if wanted and not _contiguous_rows_of_rhs(op.rhs):
                 same = next((u.operation for u in op.rhs.uses if isinstance(u.operation, A.TransposeOp)
                              and A.ints(u.operation.permutation) == (1, 0)), None)
                 if same is not None:  # B.T is in the program already (`dlogits @ W2.T`):
@@ -518,6 +736,10 @@ class Lowering:
             # over all of it: each index is checked, as numpy checks them,
             # even where a consumer reads only some: `x[i][:1]`.)
             return list(op.results)
+        if op in self.shared:  # its own kernel over the rows of its matrix, read where it lies
+            return [op.result, rows_contracted(op)[0]]
+        if op in self.row_product_of:  # computed in that kernel, from W (or W.T) read where it lies
+            return [self.columns[op]] if op in self.columns else [view_source(op.rhs)]
         if isinstance(op, A.DotOp) and narrow_dot(op):
             # its own kernel: N reductions per row
             return [op.result] + ([self.columns[op]] if op in self.columns else [])
@@ -582,6 +804,8 @@ class Lowering:
         each use gets its buffer."""
         for op in self.block.ops:
             for r in op.results:
+                if r in self.in_shared_pass:  # (computed once per row there)
+                    continue
                 if r not in self.realized and self.uses[r] >= 2 and self.cost(r) >= RECOMPUTE_LIMIT:
                     self.realized.add(r)
                     self.reasons.append(f"{op.name} is realized: used {self.uses[r]} times and "
@@ -788,6 +1012,10 @@ class Lowering:
                     if n and 0 not in piece.type.get_shape():
                         ConcatEmitter(self, v, buf, i, offset).emit()
                     offset += n
+            return
+        if op in self.shared:
+            if v not in self.buffer:
+                SharedRowsEmitter(self, v, self._alloc(v)).emit()
             return
         if not generated(op):
             if all(r in self.buffer for r in op.results):
@@ -1603,6 +1831,62 @@ class DotEmitter(_OrderedEmitter):
         self._close({})
 
 
+class SharedRowsEmitter(_OrderedEmitter):
+    """A matrix-vector product contracting over the rows of a matrix A
+    (`A.T @ v` or `v @ A`, `rows_contracted`) together with the row
+    products its vector needs (`row_products`), as one kernel over A's rows
+    i: each row product's column j as `loop.reduce "sum"` over k of
+    a[i, k] * w[k, j] (marked `contract`, as `DotEmitter`'s), then v[i] from
+    them (the point-wise ops between, once per row), then a map over A's
+    row adding a[i, k] * v[i] into out[k] (`ColumnEmitter`'s accumulation:
+    +0.0 at the first row, rows in order — `accumulate`, one thread). A is
+    read from memory once; the map re-reads the row the reductions just
+    read, from cache."""
+
+    def emit(self) -> None:
+        lw, op = self.lw, self.root.owner
+        a, vec, axis = rows_contracted(op)
+        m, k = a.type.get_shape()
+        el = op.result.type.element_type
+        self._open((m,), 1)  # one point per row of A; its map comes after the row's values
+        for z, idx in lw.shared[op].products:
+            key = (z.result, tuple(map(str, idx)))
+            if key in self.kmemo:
+                continue
+            r = L.ReduceOp("sum", [k], el)
+            r.attributes["contract"] = UnitAttr()
+            self.kblock.add_op(r)
+            rb = r.body.block
+            self.block, self.dims, self.memo = rb, list(self.kblock.args) + list(rb.args), {}
+            x = self.value_at(a, (dim(0), dim(1)))
+            if z in lw.columns:
+                w = self.value_at(lw.columns[z], (idx[1], dim(1)))
+            else:
+                w = self.value_at(z.rhs, (dim(1), idx[1]))
+            rb.add_op(L.YieldOp(self._emit(arith.MulfOp(x, w))))
+            self.kmemo[key] = r.result
+            if describe(z) not in self.fused:
+                self.fused.append(describe(z))
+        self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+        vi = self.value_at(vec, (dim(0), const(0)) if axis == 0 else (const(0), dim(0)))
+        first = self._emit(compare("eq", self._emit(arith.IndexCastOp(self.dims[0], i64)),
+                                   self._emit(L.ConstOp("0", i64))))
+        zero = self._emit(L.ConstOp("0.0", el))
+        self.map = L.MapOp([k])
+        self.kblock.add_op(self.map)
+        self.block = self.map.body.block
+        self.dims, self.memo = list(self.kblock.args) + list(self.block.args), {}
+        x = self.value_at(a, (dim(0), dim(1)))
+        out_idx = (dim(1), const(0)) if axis == 0 else (const(0), dim(1))
+        acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(2, 0, out_idx)))
+        acc = self._emit(arith.SelectOp(first, zero, acc))
+        self._store(self._emit(arith.AddfOp(acc, self._emit(arith.MulfOp(x, vi)))), out_idx)
+        d = describe(op)
+        if d not in self.fused:
+            self.fused.append(d)
+        self._close({"accumulate": UnitAttr()})
+
+
 class ScanEmitter(_OrderedEmitter):
     """An inclusive scan (`cumsum`, `cumprod`, `maximum.accumulate`, ...)
     along axis a as one kernel over
@@ -1715,12 +1999,15 @@ class LowerToLoop(ModulePass):
 
     name = "lower-to-loop"
 
+    # products sharing one ordered pass over their matrix's rows with the
+    # products they need (`SharedRowsEmitter`), where the cost model prefers it
+    shared_rows: bool = True
     reports: list = field(default_factory=list, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
-                new, report = lower_func(f)
+                new, report = lower_func(f, self.shared_rows)
                 self.reports.append(report)
                 op.body.block.insert_op_before(new, f)
                 op.body.block.erase_op(f)
@@ -1754,7 +2041,7 @@ def layouts_of(f: func.FuncOp) -> list[str]:
     return out
 
 
-def lower_func(f: func.FuncOp) -> tuple[func.FuncOp, LoweringReport]:
-    lw = Lowering(f, layouts_of(f))
+def lower_func(f: func.FuncOp, shared_rows: bool = True) -> tuple[func.FuncOp, LoweringReport]:
+    lw = Lowering(f, layouts_of(f), shared_rows=shared_rows)
     new = lw.run()
     return new, LoweringReport(lw.kernel_ops, lw.reasons, lw.paths)

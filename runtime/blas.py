@@ -1,9 +1,11 @@
 """BLAS threads for matmul externs. OpenBLAS wakes its whole thread pool for
-every call; for a small product the hand-off costs more than the work (and
-on a busy machine far more), so products under `SMALL_FLOPS` run on one BLAS
-thread and larger ones on BLAS's own count. The library is found through
-threadpoolctl (numpy's bundled OpenBLAS, whatever its symbol prefix); without
-it, or with another BLAS, matmuls run as numpy runs them."""
+every gemm; for a small product the hand-off costs more than the work (and
+on a busy machine far more), so matrix products under `SMALL_FLOPS` run on
+one BLAS thread and larger ones on BLAS's own count. A matrix-vector product
+keeps OpenBLAS's own choice, as numpy's call does (`one_thread`). The
+library is found through threadpoolctl (numpy's bundled OpenBLAS, whatever
+its symbol prefix); without it, or with another BLAS, matmuls run as numpy
+runs them."""
 
 from __future__ import annotations
 
@@ -58,9 +60,22 @@ def setter() -> tuple[Callable[[int], None], int] | None:
     return _once("_setter", _find)
 
 
+def one_thread(routine: str, flops: int) -> bool:
+    """Whether a product runs on one BLAS thread (we set the count): a
+    matrix product ("sgemm", "dgemm") under SMALL_FLOPS. A matrix-vector
+    product ("sgemv", "dgemv") is left to OpenBLAS, which picks one thread
+    itself below about 460k matrix elements (0.3.31; two above, ~1.9x
+    faster on 2 cores): it moves a matrix element per 2 flops, so SMALL_FLOPS
+    (2M elements, 8-16 MB) is no small gemv — forced onto one thread, the
+    products of 0.5-2M elements (a 1000x1000 matrix times a vector) ran at
+    half numpy's speed, numpy making the same call on the default count."""
+    return flops < SMALL_FLOPS and routine.endswith("gemm")
+
+
 def matmul(ta: bool, tb: bool, flops: int) -> Callable:
     """The extern for one matmul: operands read transposed where asked, one
-    BLAS thread for small products."""
+    BLAS thread for small products other than matrix-vector ones
+    (`one_thread`)."""
     def plain(a, b, out):
         np.matmul(a.swapaxes(-1, -2) if ta else a, b.swapaxes(-1, -2) if tb else b, out=out)
 
@@ -70,6 +85,9 @@ def matmul(ta: bool, tb: bool, flops: int) -> Callable:
     set_threads, default = s
 
     def small(a, b, out):
+        if out.shape[-1] == 1 or out.shape[-2] == 1:  # a gemv's: OpenBLAS's own count
+            plain(a, b, out)
+            return
         with _lock:
             set_threads(1)
             try:

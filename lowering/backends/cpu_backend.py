@@ -489,11 +489,11 @@ class CpuProgram:
         if fns is None or address is None:  # (a plan from the disk cache, read elsewhere)
             raise ValueError("a BLAS step, and numpy's BLAS has no CBLAS routines here")
         small = p.flops < blas.SMALL_FLOPS
-        setter = fns["set_local_threads"] if small else 0
+        setter = fns["set_local_threads"] if blas.one_thread(p.routine, p.flops) else 0
         scalars = (ctypes.c_int64 * (SCALAR_PARAMS + 2 + len(p.words)))(
             0, 0, fns[p.routine], setter, *p.words)
-        # a small product sets BLAS's thread count and back: with the GIL held
-        # (`runtime.blas`); a big one releases it, as numpy's matmul does
+        # a small product (which may set BLAS's thread count and back) runs with
+        # the GIL held (`runtime.blas`); a big one releases it, as numpy's matmul does
         fn = (cpu.SERIAL_KERNEL_TYPE if small else cpu.KERNEL_TYPE)(address)
         return KernelStep(fn, p.args, 1, 1, (ctypes.c_void_p * 3)(), None, scalars,
                           ctypes.addressof(scalars), p.flops)

@@ -203,3 +203,31 @@ def test_a_big_product_releases_the_gil_in_the_fast_call():
     small(s, s)
     src = getattr(small._fast, "source", None) or small._fast.__self__.source
     assert "launch(K" not in src
+
+
+def _setter_words(cf) -> list[int]:
+    """Per BLAS launch of the last call, the thread-count setter it calls (0: none)."""
+    from lowering.codegen.llvm import SCALAR_PARAMS
+
+    return [st.scalars[SCALAR_PARAMS + 1] for p in cf.programs_run for st in p.steps
+            if getattr(st, "flops", 0)]
+
+
+def test_a_matrix_vector_product_keeps_openblas_thread_count():
+    """Under SMALL_FLOPS a gemm runs on one BLAS thread (its pool's hand-off
+    costs more than the work); a gemv of as many flops is a pass over a
+    matrix of 8 MB, which OpenBLAS splits over its threads itself (it keeps
+    one below ~460k elements), as in numpy's call: forced onto one, a
+    1000x1000 matrix times a vector ran at half numpy's speed."""
+    rng = np.random.default_rng(0)
+    a, x = rng.standard_normal((1000, 1000)), rng.standard_normal(1000)
+    b = rng.standard_normal((100, 100))
+    for fn, args, gemv in ((lambda a, x: a @ x, (a, x), True), (lambda a, x: x @ a, (a, x), True),
+                           (lambda b, c: b @ c, (b, b), False)):
+        cf = lowering.compile(fn, backend="cpu")
+        np.testing.assert_allclose(cf(*args), fn(*args), rtol=1e-12)
+        (setter,) = _setter_words(cf)
+        assert 2 * 1000 * 1000 < blas.SMALL_FLOPS
+        assert (setter == 0) == gemv, (gemv, setter)
+    assert not blas.one_thread("dgemv", 1000) and blas.one_thread("sgemm", 1000)
+    assert not blas.one_thread("dgemm", blas.SMALL_FLOPS)

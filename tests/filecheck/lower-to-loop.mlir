@@ -1,4 +1,5 @@
 // RUN: xdsl-opt -p lower-to-loop %s | filecheck %s
+// RUN: xdsl-opt -p 'lower-to-loop{shared_rows=false}' %s | filecheck %s --check-prefix=NOSHARE
 
 // `lower-to-loop`: tensor-level functions become loop-level kernels over
 // buffers, fusing as it goes.
@@ -102,5 +103,50 @@ builtin.module {
     %6 = arith.addf %5, %5 : tensor<1x4xf32>
     %7 = array.insert_slice %6 into %4[[1, 0], [1, 1]] : tensor<1x4xf32> into tensor<2x4xf32>
     func.return %7 : tensor<2x4xf32>
+  }
+
+  // a logistic-regression gradient over X (50000x128, 25.6 MB): X @ w, the
+  // sigmoid and X.T @ (p - y) are one ordered kernel over X's rows (X read
+  // once, not once per product): the row's dot product a reduction, the
+  // point-wise ops once per row, then the row added into the gradient, rows
+  // in order (+0.0 at the first); without shared passes, two BLAS products
+  // CHECK-LABEL: func.func @logistic_gradient
+  // CHECK:      [[G:%.*]] = memref.alloc() : memref<128x1xf32>
+  // CHECK:      loop.kernel "k1"(%{{.*}}, %{{.*}}, %{{.*}}, [[G]]) parallel [50000]
+  // CHECK:        [[Z:%.*]] = loop.reduce "sum" [128]
+  // CHECK:          arith.mulf
+  // CHECK:        } {contract}
+  // CHECK:        math.exp
+  // CHECK:        [[V:%.*]] = arith.subf
+  // CHECK:        [[FIRST:%.*]] = arith.cmpi eq
+  // CHECK:        loop.map [128]
+  // CHECK:          [[ACC:%.*]] = loop.load [[G]][affine_map<(d0, d1) -> (d1, 0)>]
+  // CHECK:          [[FROM:%.*]] = arith.select [[FIRST]], %{{.*}}, [[ACC]]
+  // CHECK:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V]]
+  // CHECK:          [[NEW:%.*]] = arith.addf [[FROM]], [[ROW]]
+  // CHECK:          loop.store [[NEW]], [[G]][affine_map<(d0, d1) -> (d1, 0)>]
+  // CHECK:      } {accumulate}
+  // CHECK-NOT:  loop.extern
+  // CHECK:      func.return
+  // NOSHARE-LABEL: func.func @logistic_gradient
+  // NOSHARE:      loop.extern "matmul"
+  // NOSHARE:      loop.kernel "k1"
+  // NOSHARE:      loop.extern "matmul"
+  // NOSHARE:        array.transpose
+  // NOSHARE-NOT:  accumulate
+  // NOSHARE:      func.return
+  func.func @logistic_gradient(%0: tensor<50000x128xf32>, %1: tensor<50000xf32>, %2: tensor<128x1xf32>) -> tensor<128x1xf32> {
+    %3 = array.dot %0, %2 : tensor<50000x128xf32>, tensor<128x1xf32> -> tensor<50000x1xf32>
+    %4 = array.reshape %3 : tensor<50000x1xf32> -> tensor<50000xf32>
+    %5 = math.exp %4 : tensor<50000xf32>
+    %6 = array.constant "1.0" : tensor<f32>
+    %7 = array.broadcast %6 : tensor<f32> -> tensor<50000xf32>
+    %8 = arith.addf %7, %5 : tensor<50000xf32>
+    %9 = arith.divf %5, %8 : tensor<50000xf32>
+    %10 = arith.subf %9, %1 : tensor<50000xf32>
+    %11 = array.reshape %10 : tensor<50000xf32> -> tensor<50000x1xf32>
+    %12 = array.transpose %0 [1, 0] : tensor<50000x128xf32> -> tensor<128x50000xf32>
+    %13 = array.dot %12, %11 : tensor<128x50000xf32>, tensor<50000x1xf32> -> tensor<128x1xf32>
+    func.return %13 : tensor<128x1xf32>
   }
 }

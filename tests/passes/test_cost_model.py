@@ -54,6 +54,7 @@ MASK = RNG.standard_normal((64, 128)) > 0
 PROGRAMS = {
     "matmul-narrow": (lambda a, b: a @ b, (A, B_NARROW)),
     "matmul-short": (lambda a, b: (a @ b) * 2.0, (A_SHORT, B_SHORT)),
+    "matmul-shared-rows": (lambda a, x: a.T @ np.tanh(a @ x), (A, B_NARROW[:, :1])),
     "column-reduction": (lambda x: x.sum(axis=1), (X3,)),
     "column-any": (lambda m: np.any(m, axis=0), (MASK,)),
 }
@@ -210,3 +211,27 @@ def test_a_broken_calibrated_table_warns_and_the_shipped_one_is_used(tmp_path, m
         t = cost_tables.table_for_process()
     assert t.digest == cm.shipped().digest
     assert any("not used" in str(x.message) for x in w)
+
+
+def test_calibrating_one_class_keeps_the_others_rates(tmp_path):
+    """`--only` measures one class (a class new to the model) and keeps every
+    other class's rates and measurements from the table it writes over."""
+    out = tmp_path / "costs.json"
+    base = GENERATED_WINS.to_json()
+    base["measured"] = [{"class": "matmul-short/plain", "case": "kept", "path": "library",
+                         "us": 1.0, "fitted_us": 1.0}]
+    del base["rates"]["matmul-shared-rows/plain"]  # (a table from before the class existed)
+    out.write_text(json.dumps(base))
+    assert calibrate.main(["--quick", "--only", "matmul-shared-rows", "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    table = cm.CostTable.from_json(data, str(out))
+    for key, paths in table.rates.items():
+        if key.startswith("matmul-shared-rows/"):
+            assert paths != GENERATED_WINS.rates[key], key  # measured now
+        else:
+            assert paths == GENERATED_WINS.rates[key], key
+    assert {r["class"] for r in data["measured"]} == {
+        "matmul-short/plain", "matmul-shared-rows/plain", "matmul-shared-rows/streamed"}
+    assert table.machine == "test" and "matmul-shared-rows:" in table.source
+    with pytest.raises(SystemExit):
+        calibrate.main(["--only", "matmul-wide", "--out", str(out)])
