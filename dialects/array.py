@@ -52,7 +52,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.traits import Pure
+from xdsl.traits import EffectInstance, MemoryEffect, MemoryEffectKind, Pure, Resource
 from xdsl.utils.exceptions import VerifyException
 
 from .symbols import SymDim, hint
@@ -114,6 +114,38 @@ def _check_shape(op: IRDLOperation, want: Sequence[int], got: TensorType) -> Non
 
 class _ArrayOp(IRDLOperation):
     traits = traits_def(Pure())
+
+
+class NumpyErrors(Resource):
+    """What an op that can raise numpy's error at run time (an index out of
+    range, a singular matrix) writes: the call's outcome."""
+
+    def name(self) -> str:
+        return "<numpy errors>"
+
+
+_RAISES = frozenset((EffectInstance(MemoryEffectKind.WRITE, resource=NumpyErrors()),))
+
+
+class MayRaise(MemoryEffect):
+    """An op that can raise numpy's error on the values it is given (`may_raise`:
+    a routine by its name). numpy raises even where the result is unused, so
+    an unused one has an effect (a write to `NumpyErrors`) and no dead-code
+    elimination removes it (xDSL's DCE, the pattern rewriter's, CSE's: all
+    ask the effects); the loop level makes it a kernel that only checks.
+    While its result is used, its users keep it and it has no effect: CSE
+    merges two identical ones (they raise together; capture's own index
+    checks repeat one per use). It is never speculatable."""
+
+    @classmethod
+    def get_effects(cls, op) -> frozenset[EffectInstance]:
+        if any(r.first_use is not None for r in op.results) or not may_raise(op):
+            return frozenset()
+        return _RAISES
+
+
+class _CheckedOp(IRDLOperation):
+    traits = traits_def(MayRaise())
 
 
 @irdl_op_definition
@@ -389,7 +421,7 @@ class ConcatOp(_ArrayOp):
 
 
 @irdl_op_definition
-class GatherOp(_ArrayOp):
+class GatherOp(_CheckedOp):
     """numpy's `take(input, indices, axis)` with mode="raise": indices in
     [-n, n) pick along `axis`; the result's shape is input.shape with that dim
     replaced by indices.shape. Out-of-range indices are a runtime error."""
@@ -424,7 +456,7 @@ class GatherOp(_ArrayOp):
 
 
 @irdl_op_definition
-class ScatterOp(_ArrayOp):
+class ScatterOp(_CheckedOp):
     """Functional `dest[(:,)*axis, indices] = updates` (mode "set", numpy's
     last-write-wins for duplicate indices) or `np.add.at` (mode "add").
     `updates` has the gather result's shape."""
@@ -706,6 +738,24 @@ np.ufunc np.real np.imag np.getitem
 """.split())
 
 
+# the routines numpy can raise in on the values (not the shapes: those are
+# checked when traced): a singular or not positive-definite matrix, an SVD or
+# eigensolver that does not converge (a NaN)
+RAISING_ROUTINES = frozenset("""
+np.linalg.solve np.linalg.inv np.linalg.cholesky np.linalg.svd np.linalg.eigh
+np.linalg.eigvalsh np.linalg.lstsq np.linalg.pinv np.linalg.matrix_rank np.linalg.norm
+""".split())
+assert RAISING_ROUTINES <= ROUTINES
+
+
+def may_raise(op) -> bool:
+    """Whether `op` can raise numpy's error at run time: a gather or scatter
+    (an index out of range), a routine of `RAISING_ROUTINES`."""
+    if isinstance(op, RoutineOp):
+        return op.fn.data in RAISING_ROUTINES
+    return isinstance(op, (GatherOp, ScatterOp))
+
+
 def _config_value_ok(a: Attribute) -> bool:
     if isinstance(a, ArrayAttr):
         return all(_config_value_ok(x) for x in a.data)
@@ -749,7 +799,7 @@ def config_value(a: Attribute) -> object:
 
 
 @irdl_op_definition
-class RoutineOp(_ArrayOp):
+class RoutineOp(_CheckedOp):
     """A numpy routine run as numpy runs it (on CPU the very numpy/LAPACK
     call): `fn` is its numpy name (`np.linalg.svd`), `config` its static
     keyword arguments (ints, floats, strings, bools, none, arrays of those),

@@ -25,6 +25,7 @@ from runtime.guards import (
     GuardSet,
     IdentityCheck,
     LenCheck,
+    OverlapCheck,
     RelationCheck,
     SameAsCheck,
     SizeSymbol,
@@ -255,6 +256,13 @@ class CompiledFunction:
             if r is not MISS:
                 return r
             variant = variant or later
+            if self._only_views_overlap(leaves, treedef, tree):
+                # writes through views that overlap need numpy's own aliasing;
+                # no trace could serve them (not a recompile)
+                logger("graph_breaks").info("eager call of %s: overlapping inputs are written",
+                                            self.__qualname__)
+                self.stats["eager_fallbacks"] += 1
+                return self.fn(*args, **kwargs)
             if variant:
                 # the same guards, another path through the graph breaks: one
                 # more entry for it (not a recompile)
@@ -300,6 +308,15 @@ class CompiledFunction:
                 self.stats["cache_hits"] += 1
                 return r, False
         return MISS, variant
+
+    def _only_views_overlap(self, leaves, treedef, tree) -> bool:
+        """Whether an entry refuses this call only because arrays it writes
+        overlap others as views (not as one argument passed twice)."""
+        for entry in self.entries:
+            gvals = entry.gvals(leaves, tree)
+            if gvals is not None and entry.guards.only_views_overlap(treedef, leaves, gvals):
+                return True
+        return False
 
     @staticmethod
     def _why(entry, treedef, leaves, tree) -> str:
@@ -454,7 +471,7 @@ class CompiledFunction:
         sources = list(leaves) + gvals
         if plan.failure is not None:
             return self._rerun(args, kwargs, plan.failure)
-        if trace.mutates_inputs and _overlap_any(sources):
+        if entry.guards.overlaps(leaves, gvals):
             # writes through overlapping arrays need numpy's own aliasing: the
             # entry stays for later calls (its guards refuse overlap)
             logger("graph_breaks").info("eager call of %s: overlapping inputs are written",
@@ -702,6 +719,12 @@ class CompiledFunction:
             state_mod.restore(state)
             raise
         self.stats["graph_breaks"] += len(t.breaks)
+        if _written_views_overlap(t, sources):
+            # (this path writes where the entry's did not: no guard saw it)
+            logger("graph_breaks").info("eager call of %s: overlapping inputs are written",
+                                        self.__qualname__)
+            self.stats["eager_fallbacks"] += 1
+            return self.fn(*args, **kwargs)
         return _finish(t.plan, results, sources, plan, gvals)
 
     def _guards(self, trace: Trace, leaves, treedef, state, keep, gvals,
@@ -775,8 +798,10 @@ class CompiledFunction:
                 checks.append(ContentsCheck.of("L", i, name, trace.specialized[i]))
         if self._symbols is not None:
             checks.extend(_relation_checks(self._symbols, names))
-        return GuardSet(treedef, len(leaves), checks, trace.mutates_inputs, array_leaves,
-                        g_arrays)
+        if trace.mutates_inputs:
+            checks.append(_overlap_check(trace, len(leaves), names, array_leaves, g_arrays,
+                                         [state.slots[j].path.label for j in keep]))
+        return GuardSet(treedef, len(leaves), checks)
 
     def _check_symbolic(self, args, kwargs, leaves, treedef, trace, plan, symbols) -> str | None:
         """None where the program traced with size symbols serves every size
@@ -1215,11 +1240,32 @@ def _converter(x):
     return None
 
 
-def _overlap_any(sources) -> bool:
-    arrs = [s for s in sources if isinstance(s, np.ndarray)]
-    for i in range(len(arrs)):
-        for j in range(i + 1, len(arrs)):
-            if arrs[i] is not arrs[j] and np.may_share_memory(arrs[i], arrs[j]):
+def _overlap_check(trace: Trace, n: int, names: list[str], array_leaves: list[int],
+                   g_arrays: list[int], labels: list[str]) -> OverlapCheck:
+    """The guard that the arrays a mutating entry writes (its write-backs;
+    every array where graph breaks may take another path) overlap no other
+    array it was traced with as distinct."""
+    arrays = [("L", i, names[i] if i < len(names) else f"arg{i}") for i in array_leaves]
+    arrays += [("G", k, labels[k]) for k in g_arrays]
+    written = {s for s, _ in trace.plan.writebacks}
+    if not trace.breaks:
+        arrays.sort(key=lambda a: (a[1] if a[0] == "L" else n + a[1]) not in written)
+        n_written = sum((a[1] if a[0] == "L" else n + a[1]) in written for a in arrays)
+    else:
+        n_written = len(arrays)
+    first = arrays[0] if arrays else ("L", 0, "arguments")
+    return OverlapCheck(first[0], first[1], first[2], tuple(arrays), n_written)
+
+
+def _written_views_overlap(trace: Trace, sources) -> bool:
+    """Does an array this trace writes overlap another of its sources as a
+    view (one object passed twice is one source to the tracer: modelled)?"""
+    written = {s for s, _ in trace.plan.writebacks} if trace.plan is not None else set()
+    for i in written:
+        a = sources[i]
+        for j, b in enumerate(sources):
+            if (j != i and isinstance(b, np.ndarray) and a is not b
+                    and np.may_share_memory(a, b)):
                 return True
     return False
 

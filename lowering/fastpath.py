@@ -353,10 +353,10 @@ class _FastBody:
 
     def compile(self, guards, n: int, ret: str, treedef: Any, paths=()) -> Callable | None:
         """`def fast(*L)`: the entry's guards inlined (flat positional
-        arguments: the structure check is the argument count; no mutation:
-        no overlap check), a miss returning MISS, then the body. Other
-        structures (`access`): `def fast(*A, **K)`, the structure checked,
-        the leaves read into L, then the same. The state the entry reads
+        arguments: the structure check is the argument count; a mutating
+        entry's overlap check is one of its checks), a miss returning MISS,
+        then the body. Other structures (`access`): `def fast(*A, **K)`, the
+        structure checked, the leaves read into L, then the same. The state the entry reads
         (`paths`) is read into G first, as its `fetch` reads it (a path gone:
         a miss). None where it reads none."""
         from runtime.guards import render_checks

@@ -45,6 +45,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.transforms.dead_code_elimination import would_be_trivially_dead
 
 from dialects import array as A
 from dialects.dtypes import from_ir
@@ -252,8 +253,12 @@ def partition(module: ModuleOp, strategy: str = "min_cut",
         chosen, saved = "save_all", save_all
     saved_set = set(saved)
 
-    # the forward: what the outputs and the saved values need
-    fwd_needed = set(_needed_by([ret.arguments[i] for i in fwd_results] + saved, set(args)))
+    # the forward: what the outputs and the saved values need, and what DCE
+    # keeps though nothing uses it (an index check: numpy raises there)
+    kept = [r for op in fwd if not any(x.uses for x in op.results)
+            and not would_be_trivially_dead(op) for r in op.results]
+    fwd_needed = set(_needed_by([ret.arguments[i] for i in fwd_results] + saved + kept,
+                                set(args)))
     f_ops = [op for op in fwd if op in fwd_needed]
     fmod = _build(args, f_ops, [ret.arguments[i] for i in fwd_results] + saved)
     # the backward: recompute what it reads and was not saved, then its ops

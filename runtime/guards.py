@@ -21,7 +21,8 @@ A new kind of guard is a new `Check` subclass with its conditions: the
 relational size guards of symbolic shapes (`s0 == s1`, `s0 >= 2`) are a
 check whose condition compares the dims where the symbols were bound
 (`L[0].shape[1] == L[1].shape[0]`), rendered, explained and (natively)
-compared like any other.
+compared like any other. So is the one guard on several arrays at once:
+that those the program writes overlap no other (`OverlapCheck`).
 
 Values are read by `path_source`, the one renderer of access paths to
 Python source (a call's leaves here, attributes and items of Python state in
@@ -462,26 +463,136 @@ class LenCheck(Check):
         return f"len({self.name}) == {self.length}"
 
 
+@dataclass(frozen=True)
+class OverlapCheck(Check):
+    """The arrays the program writes share no memory with any other array
+    it reads or writes (`arrays`: (where, index, name) of each distinct
+    array of the entry, the `n_written` it writes first). The entry was
+    traced with these arrays distinct (an argument passed twice is a
+    `SameAsCheck` and is not among them), so two of them being one object
+    now is an alias its program knows nothing of, as much as two views
+    that overlap: either way the program would read what numpy reads after
+    the write. `index` and `where` name the first written array."""
+
+    arrays: tuple  # ((where, index, name), ...), the written ones first
+    n_written: int
+
+    def constants(self) -> dict[str, Any]:
+        return {"_overlap": _overlap}
+
+    def _tuple(self) -> str:
+        return "(" + "".join(f"{path_source(w, (('i', i),))}, " for w, i, _ in self.arrays) + ")"
+
+    def conditions(self) -> list[Condition]:
+        return [Condition(f"not _overlap({self._tuple()}, {self.n_written})", self._why)]
+
+    def pair(self, leaves: list, globals_: list) -> tuple[str, str, bool] | None:
+        """The first written array that shares memory with another: their
+        names, and whether they are the very same object."""
+        vals = [(leaves if w == "L" else globals_)[i] for w, i, _ in self.arrays]
+        for a in range(self.n_written):
+            for b in range(a + 1, len(vals)):
+                if vals[a] is vals[b] or np.may_share_memory(vals[a], vals[b]):
+                    return self.arrays[a][2], self.arrays[b][2], vals[a] is vals[b]
+        return None
+
+    def apart_as_aliases(self, leaves: list, globals_: list) -> bool:
+        """Whether the arrays would pass with each object counted once: the
+        only overlaps are arguments passed twice, which a trace with them so
+        models (a `SameAsCheck`); views that overlap it cannot."""
+        seen: dict[int, int] = {}
+        vals, written = [], []
+        for k, (w, i, _) in enumerate(self.arrays):
+            x = (leaves if w == "L" else globals_)[i]
+            if id(x) in seen:
+                written[seen[id(x)]] |= k < self.n_written
+                continue
+            seen[id(x)] = len(vals)
+            vals.append(x)
+            written.append(k < self.n_written)
+        order = sorted(range(len(vals)), key=lambda k: not written[k])
+        return not _overlap(tuple(vals[k] for k in order), sum(written))
+
+    def failure(self, leaves: list, globals_: list) -> str | None:
+        try:
+            p = self.pair(leaves, globals_)
+        except Exception:
+            return "the arrays the function writes cannot be compared with the others"
+        if p is None:
+            return None
+        a, b, same = p
+        if same:
+            return (f"{a!r} and {b!r} are the same array now (traced as two) and the "
+                    f"function writes {a!r}")
+        return f"{a!r} and {b!r} overlap in memory and the function writes {a!r}"
+
+    def _why(self, x) -> str:  # (failure() names the pair)
+        return "an array the function writes overlaps another"
+
+    def describe(self) -> str:
+        written = ", ".join(n for _, _, n in self.arrays[:self.n_written])
+        others = ", ".join(n for _, _, n in self.arrays[self.n_written:])
+        return (f"written {written} share no memory with each other"
+                + (f" or with {others}" if others else "") + " (not even as one object)")
+
+
+may_share_memory = np.may_share_memory
+
+
+def _overlap(arrays: tuple, n_written: int) -> bool:
+    """Does one of the first `n_written` arrays share memory with another
+    (the same object counts)? Read-only arrays may overlap each other."""
+    for a in range(n_written):
+        x = arrays[a]
+        for b in range(a + 1, len(arrays)):
+            if x is arrays[b] or may_share_memory(x, arrays[b]):
+                return True
+    return False
+
+
 class GuardSet:
     """An entry's checks, plus what no single value says: the structure of
-    the arguments (`treedef`, the leaf count) and, for a function that
-    writes to its inputs, that no two arrays overlap."""
+    the arguments (`treedef`, the leaf count). That the arrays it writes
+    overlap no other is a check like any other (`OverlapCheck`), so every
+    rendering of the guard (this function, the fast call's inlined guard,
+    the native entry, which has no form for it and so does not apply)
+    carries it."""
 
-    def __init__(self, treedef: Any, n_leaves: int, checks: list[Check], no_overlap: bool,
-                 array_leaves: list[int], global_arrays: list[int] = ()):
+    def __init__(self, treedef: Any, n_leaves: int, checks: list[Check]):
         self.treedef = treedef
         self.n_leaves = n_leaves
         self.checks = checks
-        self.no_overlap = no_overlap  # mutating entries need distinct, non-overlapping arrays
-        self.array_leaves = array_leaves
-        self.global_arrays = list(global_arrays)  # arrays read through paths (state)
         self._fn = self._generate()
 
+    @property
+    def no_overlap(self) -> bool:
+        """Whether the entry needs its written arrays apart from the others."""
+        return any(isinstance(c, OverlapCheck) for c in self.checks)
+
+    def overlaps(self, leaves: list, globals_: list) -> bool:
+        """Whether this call's arrays fail the entry's overlap check (and
+        only that is asked)."""
+        return any(isinstance(c, OverlapCheck) and c.failure(leaves, globals_) is not None
+                   for c in self.checks)
+
+    def only_views_overlap(self, treedef, leaves: list, globals_: list) -> bool:
+        """Whether every check but the overlap check holds, and that one
+        fails for views that overlap (not only for an argument passed twice):
+        a call no trace can serve, which numpy runs (a trace with those
+        arrays would be refused by its own overlap check)."""
+        if treedef != self.treedef or len(leaves) != self.n_leaves:
+            return False
+        over = [c for c in self.checks if isinstance(c, OverlapCheck)]
+        try:
+            return (bool(over) and all(c.failure(leaves, globals_) is None for c in self.checks
+                                       if not isinstance(c, OverlapCheck))
+                    and not all(c.apart_as_aliases(leaves, globals_) for c in over))
+        except Exception:
+            return False
+
     def _generate(self):
-        ns: dict[str, Any] = {"_overlap": _overlap, "_treedef": self.treedef}
+        ns: dict[str, Any] = {"_treedef": self.treedef}
         conds = [f"n == {self.n_leaves}"] + render_checks(self.checks, ns)
-        if self.no_overlap:
-            conds.append(f"not _overlap(L, {self.array_leaves!r}, G, {self.global_arrays!r})")
         src = ("def guard(treedef, L, G):\n    n = len(L)\n    return treedef == _treedef and "
                + " and ".join(conds) + "\n")
         exec(compile(src, "<lowering guard>", "exec"), ns)
@@ -501,30 +612,7 @@ class GuardSet:
             msg = c.failure(leaves, globals_)
             if msg:
                 return msg
-        if self.no_overlap and _overlap(leaves, self.array_leaves, globals_, self.global_arrays):
-            return "two array arguments overlap in memory and the function writes to its inputs"
         return "no guard failed"
 
     def describe(self) -> list[str]:
-        out = [c.describe() for c in self.checks]
-        if self.no_overlap:
-            out.append("array arguments do not overlap in memory (the function mutates inputs)")
-        return out
-
-
-def _overlap(leaves, idx, globals_=(), gidx=()) -> bool:
-    """Do written arrays overlap? Arguments that are the same object are
-    guarded as aliases; a state array that is an argument (or another state
-    array) now but was not when traced counts as overlap."""
-    arrs = [leaves[i] for i in idx]
-    gs = [globals_[i] for i in gidx]
-    for i in range(len(arrs)):
-        for j in range(i + 1, len(arrs)):
-            if arrs[i] is not arrs[j] and np.may_share_memory(arrs[i], arrs[j]):
-                return True
-    every = arrs + gs
-    for i in range(len(arrs), len(every)):
-        for j in range(i):
-            if np.may_share_memory(every[i], every[j]):
-                return True
-    return False
+        return [c.describe() for c in self.checks]

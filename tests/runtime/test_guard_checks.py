@@ -145,7 +145,7 @@ def test_guard_set_function_and_why_come_from_the_same_checks():
     x, s = np.ones((2, 2)), 2.0
     checks = [array_check(x), TypeCheck("L", 1, "s", float, "float")]
     treedef = object()
-    g = GuardSet(treedef, 2, checks, False, [0])
+    g = GuardSet(treedef, 2, checks)
     ns: dict = {}
     for cond in render_checks(checks, ns):
         assert cond in g.source
