@@ -146,9 +146,9 @@ def _cases(quick: bool) -> Iterable[Case]:
     # matmul-shared-rows: A (M, K) read by a product of its rows and the transposed
     # product that consumes it row by row; A in a last-level cache or not (streamed)
     shared = ([(256, 256), (4096, 128), (70000, 128)] if quick else
-              [(64, 64), (256, 256), (600, 600), (1024, 128), (4096, 64), (4096, 512),
-               (16384, 128), (1000, 1000), (2000, 1500), (20000, 512), (50000, 128),
-               (100000, 128), (200000, 32), (30000, 1024)])
+              [(64, 64), (256, 256), (500, 32), (600, 600), (1024, 128), (4096, 64),
+               (4096, 512), (10000, 32), (16384, 128), (1000, 1000), (2000, 1500),
+               (20000, 512), (50000, 128), (100000, 128), (200000, 32), (30000, 1024)])
     for dt, (m, k) in itertools.product(dts, shared):
         s, name = np.dtype(dt).itemsize, np.dtype(dt).name
         if k * s > SHARED_ROW_BYTES:  # (not of the class: BLAS's)
@@ -163,7 +163,7 @@ def _cases(quick: bool) -> Iterable[Case]:
             continue
         y = (rng.random(m) > 0.5).astype(dt)
         yield Case("matmul-shared-rows", f"{name} logistic gradient {m}x{k}", _logistic_gradient,
-                   (a, x, y), shared_rows_work(m, k, [1], s))
+                   (a, x, y), shared_rows_work(m, k, [1], s, row_ops=2))  # exp, 1 / (1 + e)
         if m * k >= 1 << 18:
             w = (rng.standard_normal((k, 2)) / np.sqrt(k)).astype(dt)
             yield Case("matmul-shared-rows", f"{name} A.T @ (z0 * z1), z = A @ W {m}x{k}x2",
@@ -229,7 +229,7 @@ def fit(points: list[tuple[cm.Work, float]], path: str) -> cm.Rate:
     the coefficients (four unknowns: the active-set search is exhaustive);
     then once more without the points more than 2x off the first fit (a
     call the machine disturbed: another process on a BLAS thread's core)."""
-    X = np.array([[1.0, w.bytes(path) / 1000, w.flops / 1000, w.rows / 1000]
+    X = np.array([[1.0, w.bytes(path) / 1000, w.flops / 1000, w.rows_of(path) / 1000]
                   for w, _ in points])
     t = np.array([t for _, t in points])
     coef = _nnls_relative(X, t)
@@ -276,7 +276,7 @@ def calibrate(quick: bool = False, log=print,
         rates.setdefault(cls, {})[path] = r
         for c, us in pts:
             rows.append((cls, c.label, path, us,
-                         r.time_us(c.work.bytes(path), c.work.flops, c.work.rows)))
+                         r.time_us(c.work.bytes(path), c.work.flops, c.work.rows_of(path))))
     source = f"python -m lowering.calibrate{' --quick' if quick else ''}, {time.strftime('%Y-%m-%d')}"
     if only is not None:
         return _Partial(machine_name(), source, rates), rows

@@ -106,16 +106,23 @@ class Rate:
 @dataclass(frozen=True)
 class Work:
     """What one op's path costs in the model's terms: bytes each path moves,
-    the flops both do."""
+    the flops both do, the rows both run (or, `generated_rows`, the
+    generated path its own count: a kernel that runs scalar work per row)."""
 
     generated_bytes: float
     library_bytes: float
     flops: float
     rows: float
     variant: str = "plain"
+    generated_rows: float | None = None
 
     def bytes(self, path: str) -> float:
         return self.generated_bytes if path == "generated" else self.library_bytes
+
+    def rows_of(self, path: str) -> float:
+        if path == "generated" and self.generated_rows is not None:
+            return self.generated_rows
+        return self.rows
 
 
 @dataclass(frozen=True)
@@ -165,7 +172,7 @@ class CostTable:
     def choose(self, shape_class: str, work: Work) -> Choice:
         forced = _forced.get(shape_class) if _forced else None
         r = self.rates[f"{shape_class}/{work.variant}"]
-        g = r["generated"].time_us(work.generated_bytes, work.flops, work.rows)
+        g = r["generated"].time_us(work.generated_bytes, work.flops, work.rows_of("generated"))
         lib = r["library"].time_us(work.library_bytes, work.flops, work.rows)
         if forced is not None:
             return Choice(shape_class, work.variant, forced, g, lib, True)

@@ -361,6 +361,14 @@ class SharedRows:
     products: RowProducts
     inner: frozenset
 
+    @property
+    def row_ops(self) -> int:
+        """Transcendentals and divisions among the values between: the pass
+        computes them one row at a time (scalar), BLAS's path in a
+        vectorized kernel of their own."""
+        return sum(1 for v in self.inner if isinstance(v.owner, Operation)
+                   and U.expensive_op(v.owner))
+
 
 def row_products(op: Operation) -> SharedRows | None:
     """For a product contracting over A's rows (`rows_contracted`), the
@@ -435,12 +443,15 @@ def _narrow_rhs(op: A.DotOp) -> bool:
             and not isinstance(n, SymDim) and 1 <= n <= NARROW_N)
 
 
-def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int) -> cm.Work:
+def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int,
+                     row_ops: int = 0) -> cm.Work:
     """The work of `A.T @ v` (or `v @ A`) over A (M, K) whose v needs
-    products by A's rows into `product_cols` columns each: the generated
-    pass reads A once, the products' W and writes the output; BLAS reads A
-    once per product and writes the products and v, which the next routine
-    reads back. An A bigger than SHARED_CACHE_BYTES is the
+    products by A's rows into `product_cols` columns each, and `row_ops`
+    transcendentals and divisions between: the generated pass reads A once,
+    the products' W and writes the output, and runs each row's scalar work
+    (its rows count 1 + row_ops per row of A); BLAS reads A once per product
+    and writes the products and v, which the next routine reads back. An A
+    bigger than SHARED_CACHE_BYTES is the
     "streamed" variant, with rates of its own: its passes come from memory,
     where the generated pass (one thread: its rows in order) has one core's
     bandwidth and BLAS all cores', but BLAS's transposed product pays per
@@ -450,7 +461,7 @@ def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int) -> 
     between = m * (sum(product_cols) + 1) * s
     return cm.Work(a + w + out, a * (1 + len(product_cols)) + w + out + 2 * between,
                    2 * m * k * (1 + sum(product_cols)), m,
-                   "streamed" if a > SHARED_CACHE_BYTES else "plain")
+                   "streamed" if a > SHARED_CACHE_BYTES else "plain", m * (1 + row_ops))
 
 
 # where a matrix's passes stop coming from cache: half of schedule's STREAM_BYTES
@@ -467,7 +478,7 @@ def shared_rows_choice(op: A.DotOp, shared: SharedRows) -> cm.Choice:
     m, k = rows_contracted(op)[0].type.get_shape()
     cols = [z.rhs.type.get_shape()[1] for z in dict.fromkeys(z for z, _ in shared.products)]
     s = from_ir(op.result.type.element_type).itemsize
-    return cm.choose("matmul-shared-rows", shared_rows_work(m, k, cols, s))
+    return cm.choose("matmul-shared-rows", shared_rows_work(m, k, cols, s, shared.row_ops))
 
 
 def _contiguous_rows_of_rhs(v: SSAValue) -> bool:
