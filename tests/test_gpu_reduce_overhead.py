@@ -20,72 +20,13 @@ import lowering  # noqa: E402
 from lowering.device_graph import GraphedEntry  # noqa: E402
 from lowering.examples import softmax  # noqa: E402
 from runtime import gpu  # noqa: E402
-
-
-class Box:
-    """A device array that is not a numpy array: its memory a host array."""
-
-    def __init__(self, a: np.ndarray):
-        self.a = a
-
-    shape = property(lambda self: self.a.shape)
-    dtype = property(lambda self: self.a.dtype)
-    strides = property(lambda self: self.a.strides)
-    itemsize = property(lambda self: self.a.itemsize)
-
-    def __getitem__(self, k):
-        return Box(self.a[k])
-
-    def __setitem__(self, k, v):
-        self.a[k] = v.a if isinstance(v, Box) else v
-
-    def set(self, a):  # (as CuPy's: host data in; a host extern's results)
-        self.a[...] = a
-
-    def swapaxes(self, i, j):  # (a transposed operand of a matmul)
-        return Box(self.a.swapaxes(i, j))
-
-
-class BoxDevice(gpu.HostDevice):
-    """HostDevice's memory (and its stand-in graph) in boxes."""
-
-    name = "box"
-
-    def empty(self, shape, dtype):
-        return Box(super().empty(shape, dtype))
-
-    def from_host(self, a):
-        return Box(super().from_host(a))
-
-    def to_host(self, x):
-        return super().to_host(x.a)
-
-    def launch_arg(self, x):
-        return gpu.HostArray(x.a, gpu.tl_dtype(x.dtype))
-
-    def copy(self, x):
-        return Box(np.copy(x.a))
-
-    def empty_like(self, x):
-        return Box(np.empty_like(x.a))
-
-    def copy_into(self, dst, src):
-        np.copyto(dst.a, src.a)
-
-    def matmul(self, a, b, out):
-        np.matmul(a.a, b.a, out=out.a)
-
-    def owns(self, x):
-        return isinstance(x, Box)
+from tests.stand_in_device import Box, install  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
 def box_device(monkeypatch):
     monkeypatch.setenv("LOWERING_GPU", "interpret")
-    dev = BoxDevice()
-    monkeypatch.setattr(gpu, "device", lambda kind=None: dev)
-    monkeypatch.setattr(gpu, "of", lambda x: dev if isinstance(x, Box) else None)
-    return dev
+    return install(monkeypatch)
 
 
 def graphed(fn):

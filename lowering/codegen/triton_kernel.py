@@ -475,29 +475,33 @@ class KernelEmitter:
             self.ordered_body(ops, a, f"q0 + tl.full([], 0, {ity})")
             self.store_promoted()
             return block, 4
-        for d, (a, ext) in enumerate(zip(self.k.body.block.args, self.par_extents)):
-            self.line(f"for q{d} in range(0, {ext}):")
+        # the parallel dims a loop nest in order, the map's body innermost
+        args = list(self.k.body.block.args)
+        if not args:  # (no parallel dims: the map's body once)
+            self.depth -= 1
+            self.ordered_body(ops, None, "0")
             self.depth += 1
-            self.scopes.append({})
-            # (a tensor in the compiled kernel and in the interpreter alike)
-            v = self.let(f"q{d} + tl.full([], 0, {ity})", scalar=True)
-            self.bind(a, v)
-        for op in ops:
-            if isinstance(op, L.MapOp):
-                self.emit_ops(op.body.block)
+        for d, (a, ext) in enumerate(zip(args, self.par_extents)):
+            self.line(f"for q{d} in range(0, {ext}):")
+            if d < len(args) - 1:
+                self.depth += 1
+                self.scopes.append({})
+                self.bind(a, self.let(f"q{d} + tl.full([], 0, {ity})", scalar=True))
             else:
-                self.emit_op(op)
-        for _ in self.par_extents:
+                self.ordered_body(ops, a, f"q{d} + tl.full([], 0, {ity})")
+        for _ in args[:-1]:
             self.depth -= 1
             self.scopes.pop()
         self.store_promoted()
         return block, 4
 
-    def ordered_body(self, ops: list[Operation], a: SSAValue, index: str) -> None:
-        """One row of an ordered kernel (inside its loop) at row `index`."""
+    def ordered_body(self, ops: list[Operation], a: SSAValue | None, index: str) -> None:
+        """One row of an ordered kernel (inside its loop) at row `index` (a
+        tensor in the compiled kernel and in the interpreter alike)."""
         self.depth += 1
         self.scopes.append({})
-        self.bind(a, self.let(index, scalar=True))
+        if a is not None:
+            self.bind(a, self.let(index, scalar=True))
         for op in ops:
             if isinstance(op, L.MapOp):
                 self.emit_ops(op.body.block)

@@ -19,16 +19,9 @@ import numpy as np
 import pytest
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+from tests.gpu.marks import GPU  # noqa: E402
 
-
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not _cuda(), reason="needs torch and an NVIDIA GPU (gpu marker)")]
+pytestmark = GPU
 
 import lowering  # noqa: E402
 from lowering.examples import layernorm, softmax  # noqa: E402

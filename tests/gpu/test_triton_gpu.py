@@ -16,16 +16,9 @@ import pytest
 from hypothesis import given
 
 
-def _cuda() -> bool:
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
+from tests.gpu.marks import GPU  # noqa: E402
 
-
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not _cuda(), reason="needs torch and an NVIDIA GPU (gpu marker)")]
+pytestmark = GPU
 
 from tests.codegen.test_triton_emit import (  # noqa: E402
     PROGRAMS,

@@ -22,6 +22,7 @@ pytest.importorskip("triton")
 import lowering  # noqa: E402
 from lowering.examples import layernorm, softmax  # noqa: E402
 from runtime import gpu  # noqa: E402
+from tests.stand_in_device import Box, install  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -136,58 +137,9 @@ def test_no_device_is_a_clear_warning(monkeypatch):
 
 # ---- calls on device arrays --------------------------------------------------------
 
-class Box:
-    """A device array that is not a numpy array: its memory a host array."""
-
-    def __init__(self, a: np.ndarray):
-        self.a = a
-
-    shape = property(lambda self: self.a.shape)
-    dtype = property(lambda self: self.a.dtype)
-    strides = property(lambda self: self.a.strides)
-    itemsize = property(lambda self: self.a.itemsize)
-
-    def __setitem__(self, k, v):
-        self.a[k] = v.a if isinstance(v, Box) else v
-
-    def swapaxes(self, i, j):  # (a transposed operand of a matmul)
-        return Box(self.a.swapaxes(i, j))
-
-    def __getitem__(self, k):  # (a 0-d result read as a scalar: x[()])
-        return Box(self.a[k])
-
-
-class BoxDevice(gpu.HostDevice):
-    """HostDevice's memory in boxes (its methods make the arrays: numpy's
-    constructors called from a test file would be the traced program's)."""
-
-    name = "box"
-
-    def empty(self, shape, dtype):
-        return Box(super().empty(shape, dtype))
-
-    def from_host(self, a):
-        return Box(super().from_host(a))
-
-    def to_host(self, x):
-        return super().to_host(x.a)
-
-    def launch_arg(self, x):
-        return gpu.HostArray(x.a, gpu.tl_dtype(x.dtype))
-
-    def matmul(self, a, b, out):
-        np.matmul(a.a, b.a, out=out.a)
-
-    def owns(self, x):
-        return isinstance(x, Box)
-
-
 @pytest.fixture
 def box_device(monkeypatch):
-    dev = BoxDevice()
-    monkeypatch.setattr(gpu, "device", lambda kind=None: dev)
-    monkeypatch.setattr(gpu, "of", lambda x: dev if isinstance(x, Box) else None)
-    return dev
+    return install(monkeypatch)
 
 
 def test_device_arrays_in_device_arrays_out(box_device):
