@@ -203,7 +203,7 @@ class CompiledFunction:
         # generated calls for other keyword spellings of a plain call, by
         # (positional count, keyword names in order): f(x, y=y) after f(x, y)
         self._fast_calls: dict[tuple, Callable] = {}
-        self._device_last: tuple | None = None  # device_call.fast's (signature, entry, device)
+        self._device_last: tuple | None = None  # device_call.fast's (signature, entry, ...)
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)

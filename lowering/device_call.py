@@ -109,13 +109,13 @@ def fast(cf, args):
     """The last device entry a call of positional device arrays took, where
     this call's arrays have the same kinds, shapes, dtypes and strides (no
     flattening, no key); MISS otherwise."""
-    sig, run, dev = cf._device_last
+    sig, run, dev, writes = cf._device_last
     if len(args) != len(sig):
         return MISS
     for a, s in zip(args, sig):
         if type(a) is not s[0] or _signature(a) != s:
             return MISS
-    if len(args) > 1 and overlapping(dev, args):
+    if writes and len(args) > 1 and overlapping(dev, args):  # (read-only: may alias)
         return MISS
     try:
         r = run(list(args), (args, {}))
@@ -152,7 +152,8 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
             cf.stats["cache_hits"] += 1
             if not kwargs and len(where) == len(leaves) == len(args):
                 # positional device arrays only: the next call may take `fast`
-                cf._device_last = (tuple(_signature(x) for x in args), run, dev)
+                cf._device_last = (tuple(_signature(x) for x in args), run, dev,
+                                   getattr(run, "writes", True))
             return r
     # (in each device array's layout class: the program compiled on the host
     # copies is the one the device entry runs on the device arrays)
@@ -253,14 +254,17 @@ def _device_runner(dev, entry, cf=None):
         return apply_plan(out_plan, results, leaves)
 
     if cf is not None and cf.mode == "reduce-overhead":
-        return GraphedEntry(dev, entry, steps, cf.__qualname__)
-
-    def run(leaves, tree):
-        if state:
-            g = entry.gvals(leaves, tree)
-            if g is None or any(c.failure(leaves, g) for c in state):
-                return MISS
-        return steps(leaves, tree)
+        run = GraphedEntry(dev, entry, steps, cf.__qualname__)
+    else:
+        def run(leaves, tree):
+            if state:
+                g = entry.gvals(leaves, tree)
+                if g is None or any(c.failure(leaves, g) for c in state):
+                    return MISS
+            return steps(leaves, tree)
+    # (arguments sharing memory matter only to a call that writes one: in
+    # place, or through the plan's write-backs)
+    run.writes = bool(getattr(prog, "inputs_written", True)) or bool(out_plan.writebacks)
     return run
 
 
