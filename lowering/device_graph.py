@@ -21,12 +21,21 @@ hands it must be made to sit at those addresses:
 - Writes into arguments reach the caller: a copied input the program writes
   in place is copied back after the replay, and the functionalized writes
   are written back from the graph's outputs as without a graph.
-- Results. The graph writes buffers of its own; each call hands out clones
-  of them, so a result of an earlier call is never overwritten by a later
-  replay (a result that is an argument written in place is the caller's
-  array itself).
-- Intermediates: buffers allocated once, at the capture, owned by the
-  graph's entry and freed with it.
+- Results. The graph writes buffers of its own, which are handed to the
+  caller as they are (a new array object on the buffer, `Device.share`):
+  no copy. A later call replays that graph only when nothing refers to
+  those buffers any more (`Device.probe`: the caller dropped the results
+  and every view of them); otherwise it replays another capture of the
+  program with output buffers of its own (up to `RING` such captures, all
+  sharing the intermediates and the copied inputs' buffers), and when all
+  of them are held, a last capture whose results are cloned for the caller
+  (the only copy left: a caller keeping every result, `losses.append(f(x))`).
+  So an earlier result is never overwritten by a later replay. Where the
+  device cannot count what refers to a buffer, results are cloned. A
+  result that is an argument written in place is the caller's array
+  itself.
+- Intermediates: buffers allocated once, at the first capture, owned by
+  the graph's entry and freed with it.
 
 A call on another stream than the capture's, an entry whose program cannot
 be captured (`GpuProgram.graph_why`: a numpy routine on host copies) or
@@ -47,9 +56,29 @@ from .config import logger
 from .fastpath import MISS
 
 
+RING = 2  # captures whose results are handed out (a third one's are cloned)
+
+
+class _Capture:
+    """One capture of an entry's program: its graph, every slot's buffer,
+    and per buffer it hands out a probe and the probe's count while no
+    caller holds the buffer (`free`). `cloned`: its results are cloned."""
+
+    __slots__ = ("graph", "vals", "probes", "cloned")
+
+    def __init__(self, graph, vals, probes, cloned: bool):
+        self.graph, self.vals, self.probes, self.cloned = graph, vals, probes, cloned
+
+    def free(self) -> bool:
+        for probe, idle in self.probes:
+            if probe() != idle:
+                return False
+        return True
+
+
 class GraphedEntry:
-    """One device entry of a reduce-overhead function: its graph, the
-    buffers the graph reads and writes, and which inputs are copied."""
+    """One device entry of a reduce-overhead function: its graphs, the
+    buffers they read and write, and which inputs are copied."""
 
     def __init__(self, dev: gpu.Device, entry, plain, qualname: str = "function"):
         self.dev = dev
@@ -62,21 +91,33 @@ class GraphedEntry:
         self.why = _why_not(dev, self.prog)  # "" while graphs are used
         if self.why:
             logger("perf").info("%s: no graph (%s)", qualname, self.why)
-        self.graph: gpu.DeviceGraph | None = None
-        self.vals: list = []  # every slot's buffer of the graph, inputs first
+        self.graphs: list[_Capture] = []  # the captures handing their results out
+        self.last: _Capture | None = None  # the capture whose results are cloned
         self.made: dict[int, object] = {}  # program input -> its 0-d array (a scalar argument)
         self.copied: set[int] = set()  # program inputs read from a buffer of the graph's own
         self.own: dict[int, object] = {}  # those buffers (kept across captures)
-        self.ptrs: list = []  # per program input: the address the graph reads (direct ones)
+        self.ptrs: list = []  # per program input: the address the graphs read (direct ones)
+        self.allocs: list | None = None  # the intermediates of the first capture, in order
+        self.fresh: set[int] = set()  # which of them each capture makes anew (its results)
+        self.handed: tuple[int, ...] | None = None  # output slots handed out (not cloned)
         self.stream = None
         self.captures = 0
         self.replays = 0
+        self.copies = 0  # copies into copied inputs and back out of them
+        self.clones = 0  # results cloned for the caller
+        self.shares = 0  # results handed out as they are
         self.lock = threading.Lock()
         self.written = self.prog.inputs_written
         # results that reach the caller as they are (not only written back
-        # into an argument): cloned on every call
+        # into an argument): handed out or cloned on every call
         back = {idx for _, idx in self.out_plan.writebacks}
         self.cloned = {leaf[1] for leaf in self.out_plan.leaves if leaf[0] == "out"} - back
+
+    @property
+    def graph(self):
+        """The first capture's graph (None before it, or without graphs)."""
+        first = self.graphs[0] if self.graphs else self.last
+        return first.graph if first is not None else None
 
     def __call__(self, leaves, tree):
         if self.state:
@@ -89,9 +130,10 @@ class GraphedEntry:
             inputs = [leaves[b] for b in self.bindings]
             for i, c in self.scalars:
                 inputs[i] = self._scalar(i, c, inputs[i])
-            if not self._ready(inputs):
+            cap = self._ready(inputs)
+            if cap is None:
                 return self.plain(leaves, tree)
-            results = self._replay(inputs)
+            results = self._replay(cap, inputs)
             return apply_plan(self.out_plan, results, leaves)
 
     def _scalar(self, i: int, convert, value):
@@ -102,59 +144,109 @@ class GraphedEntry:
             x = self.made[i] = self.dev.from_host(np.asarray(convert(value)))
         return x
 
-    def _ready(self, inputs) -> bool:
-        """Whether a replay serves these inputs, capturing again first where
-        a direct input moved (it becomes copied); False: run step by step."""
+    def _ready(self, inputs) -> _Capture | None:
+        """The capture a replay for these inputs runs: one whose handed-out
+        results nobody holds, else a new one (up to RING), else the one
+        whose results are cloned; captures are made again first where a
+        direct input moved (it becomes copied). None: run step by step."""
         dev = self.dev
-        if self.graph is not None:
+        if self.stream is not None:
             if dev.current_stream() != self.stream:
-                return False
-            moved = {i for i, p in enumerate(self.ptrs)
+                return None
+            ptrs = self.ptrs
+            moved = {i for i, p in enumerate(ptrs)
                      if p is not None and dev.data_ptr(inputs[i]) != p}
-            if not moved:
-                return True
-            self.copied |= moved
-        return self._capture(inputs)
+            if moved:
+                self.copied |= moved
+                self.graphs, self.last = [], None  # (results already handed out stay the caller's)
+        for cap in self.graphs:
+            if cap.free():
+                return cap
+        if not self.graphs or (len(self.graphs) < RING and self.handed):
+            return self._capture(inputs, cloned=False)
+        if self.last is None:
+            return self._capture(inputs, cloned=True)
+        return self.last
 
-    def _capture(self, inputs) -> bool:
+    def _capture(self, inputs, cloned: bool) -> _Capture | None:
         """Capture the program reading the direct inputs where the caller's
-        arrays are and the copied ones from the graph's own buffers; False
+        arrays are and the copied ones from the graph's own buffers; None
         (for good: `why` says why) where the capture fails."""
         dev = self.dev
         for i in self.copied:
             if i not in self.own:
                 self.own[i] = dev.empty_like(inputs[i])
         static = [self.own[i] if i in self.copied else x for i, x in enumerate(inputs)]
+        made: list = []
+
+        def alloc(shape, dtype):  # the first capture's intermediates, results anew
+            k = len(made)
+            reuse = self.allocs is not None and k not in self.fresh and k < len(self.allocs)
+            made.append(self.allocs[k] if reuse else dev.empty(shape, dtype))
+            return made[-1]
+
         graph = dev.graph()
         try:
-            vals = self.prog.capture(static, dev, graph)
+            vals = self.prog.capture(static, dev, graph, alloc)
         except Exception as e:  # (nothing ran: the call runs step by step)
             self.why = f"its capture failed ({type(e).__name__}: {e})"
-            self.graph, self.vals = None, []
+            self.graphs, self.last = [], None
             logger("perf").info("%s: no graph (%s)", self.name, self.why)
-            return False
-        self.graph, self.vals, self.stream = graph, vals, dev.current_stream()
+            return None
+        if self.allocs is None:
+            self._plan_handing(vals, list(made))
+        made.clear()  # (a probe's count is taken with only lasting references left)
+        probes = []
+        if not cloned:
+            for s in self.handed:
+                probe = dev.probe(vals[s])
+                probes.append((probe, probe()))
+        cap = _Capture(graph, vals, probes, cloned)
+        if cloned:
+            self.last = cap
+        else:
+            self.graphs.append(cap)
+        self.stream = dev.current_stream()
         self.ptrs = [None if i in self.copied else dev.data_ptr(x) for i, x in enumerate(static)]
         self.captures += 1
-        logger("perf").info("%s: graph captured (%d of %d inputs copied in)", self.name,
-                            len(self.copied), len(static))
-        return True
+        logger("perf").info("%s: graph captured (%d of %d inputs copied in; results %s)",
+                            self.name, len(self.copied), len(static),
+                            "cloned" if cloned or not self.handed else "handed out")
+        return cap
 
-    def _replay(self, inputs) -> list:
+    def _plan_handing(self, vals: list, made: list) -> None:
+        """After the first capture: which results are handed out (those in
+        buffers the capture allocated, on a device that can tell when
+        nobody holds them) and which allocations each capture makes anew."""
+        self.allocs = made
+        index = {id(b): k for k, b in enumerate(made)}
+        handed = []
+        for k, s in enumerate(self.prog.outputs):
+            if (k in self.cloned and id(vals[s]) in index and s not in handed
+                    and self.dev.probe(vals[s]) is not None):
+                handed.append(s)
+        self.handed = tuple(handed)
+        self.fresh = {index[id(vals[s])] for s in handed}
+
+    def _replay(self, cap: _Capture, inputs) -> list:
         """Copy in, replay, copy back; the results as `apply_plan` takes
         them (all on the current stream, in this order: a later call's
         copies and replay come after this call's clones)."""
-        graph, vals = self.graph, self.vals
+        graph, vals, dev = cap.graph, cap.vals, self.dev
         for i in self.copied:
             graph.copy(vals[i], inputs[i])
+            self.copies += 1
         graph.replay()
         self.replays += 1
         for s in self.written:
             if s in self.copied:
                 graph.copy(inputs[s], vals[s])
+                self.copies += 1
         n = len(inputs)
+        handed = () if cap.cloned else self.handed
         out = []
         taken: set[int] = set()
+        shared: dict[int, object] = {}
         for k, s in enumerate(self.prog.outputs):
             owner = self.owners[k] if k < len(self.owners) else None
             if s < n and s not in self.made and owner == s and s not in taken:
@@ -164,8 +256,16 @@ class GraphedEntry:
                 taken.add(s)
             elif s < n and s not in self.made:  # a copy of an argument (`x.copy()`)
                 out.append(graph.clone(inputs[s]))
+                self.clones += 1
+            elif k in self.cloned and s in handed:  # (one array per slot, as numpy's)
+                y = shared.get(s)
+                if y is None:
+                    y = shared[s] = dev.share(vals[s])
+                    self.shares += 1
+                out.append(y)
             elif k in self.cloned:
                 out.append(graph.clone(vals[s]))
+                self.clones += 1
             else:
                 out.append(vals[s])  # only written back into an argument (apply_plan)
         return out
@@ -195,4 +295,5 @@ def explain_line(prog, entry) -> str:
     return ("reduce-overhead: calls on device arrays replay one graph of its steps "
             "(captured at the first call of each device entry; arguments copied into its "
             "own buffers unless passed at the addresses it was captured with; results "
-            "cloned)")
+            f"handed out without a copy while earlier ones are dropped, up to {RING} captures, "
+            "then cloned)")

@@ -428,20 +428,21 @@ class PartitionedProgram:
                 return why
         return ""
 
-    def capture(self, arrays: list, device, graph) -> list:
+    def capture(self, arrays: list, device, graph, alloc=None) -> list:
         """The forward's and the backward's steps captured into one graph
         (mode="reduce-overhead": a training step is one replay), the saved
         values in buffers of the graph's own. Returns every slot's buffer in
         one numbering: the inputs, the forward's slots, then the backward's
-        own; `outputs` then gives each result's slot."""
+        own; `outputs` then gives each result's slot. `alloc` as
+        `GpuProgram.capture`'s."""
         from runtime.gpu import layout_class_of
 
         n, nf = len(arrays), len(self.partition.fwd_results)
-        fvals, fwork = self.forward.capture_work(arrays, device)
+        fvals, fwork = self.forward.capture_work(arrays, device, alloc)
         fout = self.forward.outputs
         saved = [fvals[s] for s in fout[nf:]]
         bwd = self.backward_for_layouts(tuple(layout_class_of(x) for x in saved))
-        bvals, bwork = bwd.capture_work(list(arrays) + saved, device)
+        bvals, bwork = bwd.capture_work(list(arrays) + saved, device, alloc)
         graph.capture(fwork + bwork)
         m, f = len(saved), len(fvals)
 

@@ -26,8 +26,9 @@ Nothing here imports torch, CuPy or Triton before a function needs them."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -81,6 +82,19 @@ class Device:
 
     def copy(self, x):
         """A copy of device array `x` (same layout)."""
+        raise NotImplementedError
+
+    def probe(self, x) -> Callable[[], object] | None:
+        """A cheap count of what refers to buffer `x`'s memory, or None where
+        this kind of array cannot tell. Each live array on that memory other
+        than `x` itself — one `share` made, a view of it, anything holding
+        one — makes the count differ from what it is with none: a graph's
+        output handed to the caller (`share`) may be overwritten by a later
+        replay only once the count is back to that."""
+        return None
+
+    def share(self, x):
+        """A new array object on `x`'s memory (what a caller is handed)."""
         raise NotImplementedError
 
     def matmul(self, a, b, out) -> None:
@@ -168,6 +182,14 @@ class TorchDevice(Device):
     def copy(self, x):
         return x.clone()
 
+    def probe(self, x):
+        # the storage's use count: one per tensor on it (views, detached ones)
+        count = getattr(self.torch._C, "_storage_Use_Count", None)
+        return None if count is None else partial(count, x.untyped_storage()._cdata)
+
+    def share(self, x):
+        return x.detach()
+
     def matmul(self, a, b, out):
         self.torch.matmul(a, b, out=out)
 
@@ -231,6 +253,16 @@ class CupyDevice(Device):
     def copy(self, x):
         return x.copy()
 
+    def probe(self, x):
+        # a view made by `share` holds x's memory pointer object; any other
+        # array on the memory, a pointer to it
+        ptr = x.data
+        mem = ptr.mem
+        return lambda: (sys.getrefcount(ptr), sys.getrefcount(mem))
+
+    def share(self, x):
+        return x.view()
+
     def matmul(self, a, b, out):
         self.cp.matmul(a, b, out=out)
 
@@ -265,11 +297,13 @@ class CupyDevice(Device):
 
 
 class _HostStorage:
+    # (the address only: the interpreter keeps storages it was handed, which
+    # must not count as references to the array: `HostDevice.probe`)
     def __init__(self, a: np.ndarray):
-        self.a = a
+        self.ptr = a.ctypes.data
 
     def data_ptr(self) -> int:
-        return self.a.ctypes.data
+        return self.ptr
 
     def cpu(self):
         return self
@@ -329,6 +363,12 @@ class HostDevice(Device):
 
     def copy(self, x):
         return np.copy(x)
+
+    def probe(self, x):
+        return partial(sys.getrefcount, x)  # (numpy's views hold their owner: x)
+
+    def share(self, x):
+        return x.view()
 
     def matmul(self, a, b, out):
         np.matmul(a, b, out=out)

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("triton")
 
 import lowering  # noqa: E402
-from lowering.device_graph import GraphedEntry  # noqa: E402
+from lowering.device_graph import RING, GraphedEntry  # noqa: E402
 from lowering.examples import softmax  # noqa: E402
 from runtime import gpu  # noqa: E402
 from tests.stand_in_device import Box, install  # noqa: E402
@@ -51,12 +51,14 @@ def test_replay_matches_numpy_across_calls_and_captures_once():
         buf.a[:] = rng.standard_normal(16)
         np.testing.assert_array_equal(f(buf).a, w6(buf.a))
     (r,) = runners(f)
+    # each result dropped before the next call: one graph, its result
+    # buffer handed out every time, nothing copied or cloned
     assert r.why == "" and r.captures == 1 and r.replays == 4
-    assert r.graph.copies == 0 and r.graph.clones == 4 and not r.copied
+    assert r.copies == 0 and r.clones == 0 and r.shares == 4 and not r.copied
     for _ in range(3):  # new buffers: captured once more, then copied in
         y = rng.standard_normal(16).astype(np.float32)
         np.testing.assert_array_equal(f(Box(y)).a, w6(y))
-    assert r.captures == 2 and r.copied == {0} and r.graph.copies == 3
+    assert r.captures == 2 and r.copied == {0} and r.copies == 3
     assert f.stats["compiles"] == 1
 
 
@@ -72,7 +74,79 @@ def test_earlier_results_are_not_overwritten_by_later_calls():
     for x, out in zip(xs, outs):
         np.testing.assert_allclose(out.a, softmax(x), rtol=1e-6)
     assert len({id(o.a) for o in outs}) == len(outs)
-    assert runners(f)[0].replays == 4
+    (r,) = runners(f)
+    # every result kept: RING captures hand theirs out, the last one's are cloned
+    assert r.replays == 4 and r.captures == RING + 1
+    assert r.shares == RING and r.clones == 4 - RING
+
+
+def test_a_held_result_or_a_view_of_it_is_never_overwritten():
+    f = graphed(w6)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal(16).astype(np.float32) for _ in range(8)]
+    buf = Box(xs[0].copy())
+    f(buf)  # (host copies: traces and compiles)
+    prev, prev_x = None, None
+    for x in xs:  # the previous result alive during each call: two graphs take turns
+        buf.a[:] = x
+        cur = f(buf)
+        if prev is not None:
+            np.testing.assert_array_equal(prev.a, w6(prev_x))
+        prev, prev_x = cur, x
+    (r,) = runners(f)
+    assert r.captures == 2 and r.clones == 0 and r.shares == 8
+    del prev, cur
+    views = []
+    for x in xs[:4]:  # only a view of each result kept (the result itself dropped)
+        buf.a[:] = x
+        views.append(f(buf).a[3:9])
+    for x, v in zip(xs, views):
+        np.testing.assert_array_equal(v, w6(x)[3:9])
+    views.clear()
+    before = r.captures
+    for x in xs:  # all dropped: the graphs are free again
+        buf.a[:] = x
+        np.testing.assert_array_equal(f(buf).a, w6(x))
+    assert r.captures == before
+
+
+def test_results_are_cloned_where_the_device_cannot_tell_who_holds_them(box_device):
+    box_device.probe = lambda x: None
+    f = graphed(w6)
+    buf = Box(np.arange(16, dtype=np.float32))
+    f(buf)
+    outs = [f(buf) for _ in range(3)]
+    (r,) = runners(f)
+    assert r.captures == 1 and r.clones == 3 and r.shares == 0
+    assert len({id(o.a) for o in outs}) == 3
+    for o in outs:
+        np.testing.assert_array_equal(o.a, w6(buf.a))
+
+
+def test_a_training_step_hands_out_its_gradients():
+    def loss(w, x):
+        return np.sum(np.tanh(x @ w) ** 2)
+
+    f = graphed(lowering.value_and_grad(loss))
+    rng = np.random.default_rng(6)
+    w = Box(rng.standard_normal((4, 3)))
+    x = Box(rng.standard_normal((5, 4)))
+    f(w, x)  # (host copies: traces and compiles)
+    grads = []
+    for k in range(5):
+        w.a[:] = rng.standard_normal((4, 3))
+        val, g = f(w, x)
+        ref_val, ref_g = lowering.value_and_grad(loss)(w.a, x.a)
+        np.testing.assert_allclose(float(val.a if isinstance(val, Box) else val), ref_val,
+                                   rtol=1e-12)
+        np.testing.assert_allclose(g.a, ref_g, rtol=1e-12)
+        grads.append((g, ref_g))
+        if k % 2:  # keep every other gradient: the kept ones stay as they were
+            grads[-2:-1] = []
+    for g, ref_g in grads:
+        np.testing.assert_allclose(g.a, ref_g, rtol=1e-12)
+    (r,) = runners(f)
+    assert r.why == "" and r.replays == 5 and r.shares > 0
 
 
 def test_writes_into_arguments_reach_the_caller():
@@ -122,13 +196,13 @@ def test_same_buffers_skip_the_copy_in():
         x.a[:] = k
         np.testing.assert_array_equal(f(x, y, 2.0).a, 2.0 * x.a + y.a)
     (r,) = runners(f)
-    assert r.graph.copies == 0
+    assert r.copies == 0
     y2 = Box(np.full(8, 5.0))  # one argument moved: only it is copied in from now on
     for _ in range(2):
         np.testing.assert_array_equal(f(x, y2, 2.0).a, 2.0 * x.a + 5.0)
-    assert r.copied == {1} and r.graph.copies == 2
+    assert r.copied == {1} and r.copies == 2
     np.testing.assert_array_equal(f(x, y, 2.0).a, 2.0 * x.a + 1.0)  # and back
-    assert r.graph.copies == 3 and np.array_equal(y.a, np.ones(8))
+    assert r.copies == 3 and np.array_equal(y.a, np.ones(8))
 
 
 def test_a_new_shape_or_scalar_is_a_new_entry_with_its_own_graph():
@@ -175,7 +249,7 @@ def test_layouts_matmul_and_constants_in_a_graph():
         np.testing.assert_allclose(f(Box(a), Box(b)).a, mm(a, b), rtol=1e-12)
     (r,) = runners(f)
     assert r.why == "" and r.captures == 2 and r.replays == 3
-    assert r.vals[0].a.flags.f_contiguous  # its own copy of `a` in a's layout
+    assert r.graphs[0].vals[0].a.flags.f_contiguous  # its own copy of `a` in a's layout
 
 
 def test_a_program_with_a_host_extern_is_not_graphed_and_explain_says_why():

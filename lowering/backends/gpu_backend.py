@@ -353,7 +353,8 @@ class GpuProgram:
             return "its gathers' index checks are read back after each run"
         return ""
 
-    def capture(self, arrays: list, dev: gpu.Device, graph: gpu.DeviceGraph) -> list:
+    def capture(self, arrays: list, dev: gpu.Device, graph: gpu.DeviceGraph,
+                alloc=None) -> list:
         """Capture the program on the device arrays `arrays` (its inputs, as
         the graph will read them) into `graph`, and return every slot's
         buffer, which must outlive the graph. Before the capture, outside
@@ -361,24 +362,27 @@ class GpuProgram:
         cannot be trusted to allocate under capture), constants are made,
         and each launch's compiled kernel is loaded for these very buffers,
         so that the capture holds launches and library calls only, each on
-        the capturing stream. Nothing runs: the caller replays the graph."""
-        vals, work = self.capture_work(arrays, dev)
+        the capturing stream. Nothing runs: the caller replays the graph.
+        `alloc(shape, dtype)` makes the intermediates (default `dev.empty`;
+        called in the same order at every capture of the program)."""
+        vals, work = self.capture_work(arrays, dev, alloc)
         graph.capture(work)
         return vals
 
-    def capture_work(self, arrays: list, dev: gpu.Device) -> tuple[list, list]:
+    def capture_work(self, arrays: list, dev: gpu.Device, alloc=None) -> tuple[list, list]:
         """`capture`'s preparation: every slot's buffer and the baked steps
         (launches, matmuls) a graph captures, in order, nothing run (a
         training step captures its forward's and backward's in one graph)."""
         why = self.graph_why()
         if why:
             raise gpu.NotCapturable(why)
+        alloc = alloc or dev.empty
         with self._lock:
             vals = list(arrays) + [None] * (self.n_slots - len(arrays))
             work = []
             for st in self.steps:
                 if isinstance(st, Alloc):
-                    vals[st.slot] = dev.empty(st.shape, st.dtype)
+                    vals[st.slot] = alloc(st.shape, st.dtype)
                 elif isinstance(st, Launch):
                     if st.grid:
                         work.append(self._baked_launch(st, [vals[s] for s in st.bufs], dev))
