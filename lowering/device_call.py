@@ -22,6 +22,7 @@ graph (lowering/device_graph.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -127,13 +128,30 @@ def fast(cf, args):
 
 
 def _signature(x) -> tuple:
+    """What `fast` compares: kind, shape, dtype, strides and device."""
+    f = _SIGNATURES.get(type(x))
+    if f is None:
+        torch = type(x).__module__.startswith("torch")
+        f = _SIGNATURES[type(x)] = _tensor_signature if torch else _any_signature
+    return f(x)
+
+
+def _any_signature(x) -> tuple:
     # (the device: a torch CPU tensor has the type of a CUDA one, and GPUs differ)
     return (type(x), tuple(x.shape), x.dtype, _strides(x), str(getattr(x, "device", "")))
 
 
+def _tensor_signature(x) -> tuple:  # (a torch tensor's: the same, fewer calls)
+    return (type(x), tuple(x.shape), x.dtype, x.stride(), str(x.device))
+
+
+_SIGNATURES: dict[type, Callable] = {}
+
+
 def _strides(x) -> tuple[int, ...]:
-    s = x.stride() if callable(getattr(x, "stride", None)) else x.strides
-    return tuple(int(v) for v in s)
+    stride = getattr(x, "stride", None)
+    s = stride() if callable(stride) else x.strides
+    return s if type(s) is tuple else tuple(int(v) for v in s)
 
 
 def call(cf, args, kwargs, leaves, treedef, dev, where):

@@ -96,10 +96,11 @@ class GraphedEntry:
         self.made: dict[int, object] = {}  # program input -> its 0-d array (a scalar argument)
         self.copied: set[int] = set()  # program inputs read from a buffer of the graph's own
         self.own: dict[int, object] = {}  # those buffers (kept across captures)
-        self.ptrs: list = []  # per program input: the address the graphs read (direct ones)
+        self.direct: list = []  # (program input, the address the graphs read) of direct ones
         self.allocs: list | None = None  # the intermediates of the first capture, in order
         self.fresh: set[int] = set()  # which of them each capture makes anew (its results)
         self.handed: tuple[int, ...] | None = None  # output slots handed out (not cloned)
+        self.actions: dict[bool, list] = {}  # `_plan_results`
         self.stream = None
         self.captures = 0
         self.replays = 0
@@ -153,9 +154,11 @@ class GraphedEntry:
         if self.stream is not None:
             if dev.current_stream() != self.stream:
                 return None
-            ptrs = self.ptrs
-            moved = {i for i, p in enumerate(ptrs)
-                     if p is not None and dev.data_ptr(inputs[i]) != p}
+            data_ptr, moved = dev.data_ptr, None
+            for i, p in self.direct:
+                if data_ptr(inputs[i]) != p:
+                    moved = moved or set()
+                    moved.add(i)
             if moved:
                 self.copied |= moved
                 self.graphs, self.last = [], None  # (results already handed out stay the caller's)
@@ -207,7 +210,7 @@ class GraphedEntry:
         else:
             self.graphs.append(cap)
         self.stream = dev.current_stream()
-        self.ptrs = [None if i in self.copied else dev.data_ptr(x) for i, x in enumerate(static)]
+        self.direct = [(i, dev.data_ptr(x)) for i, x in enumerate(static) if i not in self.copied]
         self.captures += 1
         logger("perf").info("%s: graph captured (%d of %d inputs copied in; results %s)",
                             self.name, len(self.copied), len(static),
@@ -227,6 +230,7 @@ class GraphedEntry:
                 handed.append(s)
         self.handed = tuple(handed)
         self.fresh = {index[id(vals[s])] for s in handed}
+        self._plan_results()
 
     def _replay(self, cap: _Capture, inputs) -> list:
         """Copy in, replay, copy back; the results as `apply_plan` takes
@@ -242,33 +246,48 @@ class GraphedEntry:
             if s in self.copied:
                 graph.copy(inputs[s], vals[s])
                 self.copies += 1
-        n = len(inputs)
-        handed = () if cap.cloned else self.handed
         out = []
-        taken: set[int] = set()
         shared: dict[int, object] = {}
-        for k, s in enumerate(self.prog.outputs):
-            owner = self.owners[k] if k < len(self.owners) else None
-            if s < n and s not in self.made and owner == s and s not in taken:
-                # the argument itself (`x += 1; return x`): the caller's array,
-                # written back above
-                out.append(inputs[s])
-                taken.add(s)
-            elif s < n and s not in self.made:  # a copy of an argument (`x.copy()`)
-                out.append(graph.clone(inputs[s]))
-                self.clones += 1
-            elif k in self.cloned and s in handed:  # (one array per slot, as numpy's)
+        for act, s in self.actions[cap.cloned]:
+            if act == SHARE:  # (one array per slot, as numpy's)
                 y = shared.get(s)
                 if y is None:
                     y = shared[s] = dev.share(vals[s])
                     self.shares += 1
                 out.append(y)
-            elif k in self.cloned:
-                out.append(graph.clone(vals[s]))
+            elif act == ARG:  # the argument itself (`x += 1; return x`), written back above
+                out.append(inputs[s])
+            elif act == VAL:  # only written back into an argument (apply_plan)
+                out.append(vals[s])
+            else:  # a clone: of a result, or of an argument (`x.copy()`)
+                out.append(graph.clone(inputs[s] if act == ARG_COPY else vals[s]))
                 self.clones += 1
-            else:
-                out.append(vals[s])  # only written back into an argument (apply_plan)
         return out
+
+    def _plan_results(self) -> None:
+        """What `_replay` does with each result, for a capture handing its
+        results out (actions[False]) and for one cloning them (actions[True])."""
+        n = len(self.bindings)
+        plans: dict[bool, list] = {}
+        for cloned in (False, True):
+            handed = () if cloned else self.handed
+            plan, taken = [], set()
+            for k, s in enumerate(self.prog.outputs):
+                owner = self.owners[k] if k < len(self.owners) else None
+                if s < n and s not in self.made and owner == s and s not in taken:
+                    plan.append((ARG, s))
+                    taken.add(s)
+                elif s < n and s not in self.made:
+                    plan.append((ARG_COPY, s))
+                elif k in self.cloned:
+                    plan.append((SHARE if s in handed else CLONE, s))
+                else:
+                    plan.append((VAL, s))
+            plans[cloned] = plan
+        self.actions = plans
+
+
+ARG, ARG_COPY, SHARE, CLONE, VAL = range(5)  # `_replay`'s actions, per result
 
 
 def _why_not(dev: gpu.Device, prog) -> str:

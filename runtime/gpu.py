@@ -153,8 +153,10 @@ class TorchDevice(Device):
         self.dev = torch.device("cuda")
         try:  # (what Triton's launcher reads too: cheaper than a Stream object)
             from torch._C import _cuda_getCurrentRawStream as raw
+            from torch._C import _cuda_getDevice as current  # (torch.cuda.current_device: 1 us)
 
-            self._stream = lambda: raw(torch.cuda.current_device())
+            torch.cuda.init()
+            self._stream = lambda: raw(current())
         except ImportError:
             self._stream = lambda: torch.cuda.current_stream().cuda_stream
 
