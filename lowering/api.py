@@ -35,7 +35,7 @@ from runtime.guards import (
     layout_of,
 )
 
-from . import device_call, pytree
+from . import device_call, device_random, pytree
 from .capture.conversions import constructors_capture
 from dialects.dtypes import supported
 from dialects.dtypes import from_ir
@@ -982,19 +982,24 @@ def _device_why(prog, bindings, draws, convert, plan: StatePlan, trace, leaves) 
     device arrays directly ("" where it can)."""
     if not hasattr(prog, "run_device"):
         return "its program is not a GPU program"
-    if draws:
-        return "it draws random numbers"
+    n = len(leaves)
+    for i, b in enumerate(bindings):
+        if isinstance(b, Draw):  # (made on the device: lowering/device_random.py)
+            if b.source is not None and not b.source < n:
+                return "it draws random numbers from a generator of its Python state"
+            why = device_random.why_not(b, prog.input_types[i][1])
+            if why:
+                return why
     if plan.writes:
         return "it writes Python state"
     # (a float argument's value is part of the device entry's key; an array's
     # contents are not)
     if any(type(v) is not float for v in trace.specialized.values()):
         return "it is specialized on the values of an array argument"
-    n = len(leaves)
-    if not all(type(b) is int and b < n for b in bindings):
+    if not all(type(b) is int and b < n or isinstance(b, Draw) for b in bindings):
         return "its graph reads values of Python state"
     # (a Python scalar argument is converted to a 0-d array and copied over)
-    if any(c is not None and type(leaves[b]) not in (float, int, bool)
+    if any(c is not None and type(b) is int and type(leaves[b]) not in (float, int, bool)
            for b, c in zip(bindings, convert)):
         return "its graph reads converted arguments"
     for leaf in trace.plan.leaves:

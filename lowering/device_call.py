@@ -30,13 +30,14 @@ import numpy as np
 from runtime import gpu
 from runtime.guards import layout_class
 
-from . import pytree
+from . import device_random, pytree
 from .capture.tracer import apply_plan
 from .config import logger
 from .device_graph import GraphedEntry
 from .fastpath import MISS
 
 _SCALARS = (type(None), bool, int, float, str)
+_GENERATORS = (np.random.Generator, np.random.RandomState)
 
 
 def device_of(leaves) -> tuple[gpu.Device | None, list[int]]:
@@ -65,6 +66,8 @@ def _key(treedef, leaves, dev) -> tuple | None:
         elif dev.owns(x):
             parts.append(("D", tuple(x.shape), str(x.dtype), _strides(x),
                           str(getattr(x, "device", ""))))
+        elif isinstance(x, _GENERATORS):  # (its draws are made on the device)
+            parts.append(("rng", type(x)))
         else:
             return None  # host arrays or objects beside device arrays: no device entry
     if overlapping(dev, leaves):
@@ -261,14 +264,25 @@ def _device_runner(dev, entry, cf=None):
     (lowering/device_graph.py), which runs `steps` where it cannot."""
     prog, bindings, out_plan, convert, owners = entry.device
     state = [c for c in entry.guards.checks if c.where == "G"]
-    scalars = [(i, c) for i, c in enumerate(convert) if c is not None]
+    scalars = [(i, c) for i, c in enumerate(convert) if c is not None and type(bindings[i]) is int]
+    draws = device_random.draws_of(prog, bindings)
 
     def steps(leaves, tree):
-        inputs = [leaves[b] for b in bindings]
+        inputs = [leaves[b] if type(b) is int else None for b in bindings]
         for i, c in scalars:  # a Python scalar: a 0-d device array of its value
             inputs[i] = dev.from_host(np.asarray(c(inputs[i])))
-        results = fresh_on_device(dev, prog.run_device(inputs, dev), inputs, owners,
-                                  prog.device_fresh)
+        if not draws:
+            results = prog.run_device(inputs, dev)
+        else:  # (the generators as they were where the call does not complete here)
+            states = device_random.generator_states([d for _, d in draws], leaves)
+            try:
+                for i, d in draws:
+                    inputs[i] = d.make(dev, leaves)
+                results = prog.run_device(inputs, dev)
+            except BaseException:
+                device_random.restore(states)
+                raise
+        results = fresh_on_device(dev, results, inputs, owners, prog.device_fresh)
         return apply_plan(out_plan, results, leaves)
 
     if cf is not None and cf.mode == "reduce-overhead":

@@ -51,6 +51,7 @@ import numpy as np
 
 from runtime import gpu
 
+from . import device_random
 from .capture.tracer import apply_plan
 from .config import logger
 from .fastpath import MISS
@@ -85,7 +86,9 @@ class GraphedEntry:
         self.prog, self.bindings, self.out_plan, convert, self.owners = entry.device
         self.state = [c for c in entry.guards.checks if c.where == "G"]
         self.gvals = entry.gvals
-        self.scalars = [(i, c) for i, c in enumerate(convert) if c is not None]
+        self.scalars = [(i, c) for i, c in enumerate(convert)
+                        if c is not None and type(self.bindings[i]) is int]
+        self.draws = device_random.draws_of(self.prog, self.bindings)
         self.plain = plain  # (leaves, tree) -> results: the steps one by one
         self.name = qualname
         self.why = _why_not(dev, self.prog)  # "" while graphs are used
@@ -93,7 +96,9 @@ class GraphedEntry:
             logger("perf").info("%s: no graph (%s)", qualname, self.why)
         self.graphs: list[_Capture] = []  # the captures handing their results out
         self.last: _Capture | None = None  # the capture whose results are cloned
-        self.made: dict[int, object] = {}  # program input -> its 0-d array (a scalar argument)
+        # program input -> its buffer made once: a scalar argument's 0-d
+        # array, a random draw's values (made on the device every call)
+        self.made: dict[int, object] = {}
         self.copied: set[int] = set()  # program inputs read from a buffer of the graph's own
         self.own: dict[int, object] = {}  # those buffers (kept across captures)
         self.direct: list = []  # (program input, the address the graphs read) of direct ones
@@ -128,14 +133,37 @@ class GraphedEntry:
         with self.lock:
             if self.why:
                 return self.plain(leaves, tree)
-            inputs = [leaves[b] for b in self.bindings]
+            inputs = [leaves[b] if type(b) is int else None for b in self.bindings]
             for i, c in self.scalars:
                 inputs[i] = self._scalar(i, c, inputs[i])
-            cap = self._ready(inputs)
-            if cap is None:
-                return self.plain(leaves, tree)
-            results = self._replay(cap, inputs)
+            if not self.draws:
+                cap = self._ready(inputs)
+                if cap is None:
+                    return self.plain(leaves, tree)
+                results = self._replay(cap, inputs)
+                return apply_plan(self.out_plan, results, leaves)
+            states = device_random.generator_states([d for _, d in self.draws], leaves)
+            try:  # each draw made into a buffer of the entry's own, read in place
+                for i, d in self.draws:
+                    inputs[i] = self._drawn(i, d, leaves)
+                cap = self._ready(inputs)
+                if cap is None:
+                    device_random.restore(states)
+                    return self.plain(leaves, tree)
+                results = self._replay(cap, inputs)
+            except BaseException:
+                device_random.restore(states)
+                raise
             return apply_plan(self.out_plan, results, leaves)
+
+    def _drawn(self, i: int, d, leaves):
+        """Random draw `d` (program input i) made on the device into a
+        buffer made once, so its address is fixed."""
+        x = self.made.get(i)
+        if x is None:
+            x = self.made[i] = self.dev.empty(d.shape, d.dtype)
+        d.fill(self.dev, x, d.seed(leaves))
+        return x
 
     def _scalar(self, i: int, convert, value):
         """A Python scalar argument as the program's 0-d input: made once

@@ -324,6 +324,10 @@ class PartitionedProgram:
         self.outputs: tuple[int, ...] = ()  # each result's slot in a captured graph's buffers
         self.report = None  # (each half has its own: `programs`)
 
+    @property
+    def input_types(self) -> list:
+        return self.forward.input_types
+
     def backward_for(self, saved: list) -> Callable:
         return self.backward_for_layouts(
             tuple(layout_class(x) if isinstance(x, np.ndarray) else "C" for x in saved))

@@ -110,6 +110,9 @@ class GpuProgram:
         slot: dict[SSAValue, int] = {a: i for i, a in enumerate(block.args)}
         self.n_inputs = len(block.args)
         sizes = {v: _nbytes(v.type) for v in block.args}
+        # each input's (shape, dtype): what a random draw made on the device makes
+        self.input_types = [(tuple(v.type.get_shape()), dtype_of(v.type.element_type))
+                            for v in block.args]
         n_slots = self.n_inputs
         self.steps: list[Alloc | Launch | Extern] = []
         self.kernels: list[TritonKernel] = []
