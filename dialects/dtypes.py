@@ -9,6 +9,7 @@ generated kernels never see them. `prims` refuses any other op on them
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -33,6 +34,7 @@ _TO_IR: dict[np.dtype, Attribute] = {
     np.dtype(np.uint32): IntegerType(32, Signedness.UNSIGNED),
     np.dtype(np.uint64): IntegerType(64, Signedness.UNSIGNED),
     np.dtype(np.float16): Float16Type(),
+    np.dtype(ml_dtypes.bfloat16): BFloat16Type(),
     np.dtype(np.float32): Float32Type(),
     np.dtype(np.float64): Float64Type(),
 }
@@ -41,7 +43,32 @@ EXTERN_ONLY = frozenset({np.dtype(np.complex64), np.dtype(np.complex128)})
 _TO_IR[np.dtype(np.complex64)] = ComplexType(Float32Type())
 _TO_IR[np.dtype(np.complex128)] = ComplexType(Float64Type())
 _FROM_IR = {v: k for k, v in _TO_IR.items()}
-_FROM_IR[BFloat16Type()] = None  # type: ignore[assignment]  # needs ml_dtypes
+
+
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+"""bfloat16: numpy has none; ml_dtypes' (the one JAX uses) is the numpy dtype of
+torch.bfloat16 tensors and of bf16 IR values. Its ufunc loops compute in
+float32 and round once, as numpy's float16 loops do; numpy's promotion rules
+apply to it unchanged (bf16 with float32: float32; with a Python float: bf16).
+Its `dtype.kind` is "V" (a user dtype): `kind()` says "f"."""
+
+
+def kind(dtype: np.dtype) -> str:
+    """numpy's `dtype.kind`, "f" for bfloat16 too."""
+    dt = np.dtype(dtype)
+    return "f" if dt == BFLOAT16 else dt.kind
+
+
+def to_text(dtype: np.dtype) -> str:
+    """The dtype as text that `np.dtype(text)` reads back: numpy's `.str`,
+    bfloat16's name (its `.str` is "<V2": a void dtype)."""
+    dt = np.dtype(dtype)
+    return "bfloat16" if dt == BFLOAT16 else dt.str
+
+
+def is_float(dtype: np.dtype) -> bool:
+    """A real floating-point dtype (float16, bfloat16, float32, float64)."""
+    return kind(dtype) == "f"
 
 
 class ExternOnlyError(Exception):

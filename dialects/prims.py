@@ -12,6 +12,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from dialects import array as A
 
 from .dtypes import ExternOnlyError, from_ir, is_extern_only_type, tensor_type
+from .dtypes import kind as dtype_kind
 from .symbols import SymDim, constant_text, hint, same_shape
 
 
@@ -58,7 +59,7 @@ class Prims:
         dtype = np.dtype(dtype)
         if isinstance(value, SymDim):  # a size's value: the text carries its expression
             text = constant_text(value, scalar_repr(hint(value), dtype),
-                                 "f" if dtype.kind in "fc" else "i")
+                                 "f" if dtype_kind(dtype) in "fc" else "i")
         else:
             text = scalar_repr(value, dtype)
         return self._emit(A.ConstantOp(text, tensor_type(shape, dtype)))
@@ -66,7 +67,7 @@ class Prims:
     def dense(self, arr: np.ndarray) -> SSAValue:
         arr = np.ascontiguousarray(arr).reshape(arr.shape)  # ascontiguousarray makes 0-d 1-d
         if arr.size and (arr == arr.flat[0]).all() and (
-            arr.dtype.kind not in "fc" or np.signbit(arr).all() == np.signbit(arr.flat[0])
+            dtype_kind(arr.dtype) not in "fc" or np.signbit(arr).all() == np.signbit(arr.flat[0])
             and not np.isnan(arr.flat[0])
         ):
             c = self.constant(arr.flat[0], arr.dtype)

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects.builtin import UnitAttr
 
+from dialects.dtypes import is_float
 from passes.autograd import REMAT, Emit, NotDifferentiable, backward
 
 from . import pytree
@@ -193,7 +194,7 @@ def _lift_float(tracer, leaf, where: str, what: str):
             raise TypeError(f"{what}: argument {where!r} is a {type(leaf).__name__}; "
                             "gradients are taken with respect to floating-point arrays and floats")
         leaf = tracer.lift(leaf)
-    if leaf.dtype.kind != "f":
+    if not is_float(leaf.dtype):
         raise TypeError(f"{what}: argument {where!r} has dtype {leaf.dtype}; only "
                         "floating-point inputs have gradients (pass it in a position not "
                         "listed in argnums)")
@@ -242,7 +243,7 @@ def _scalar_output(tracer, loss, what: str):
     if loss.shape != ():
         raise TypeError(f"{what}: the function must return a scalar (shape ()), got shape "
                         f"{tuple(loss.shape)}; use vjp for non-scalar outputs")
-    if loss.dtype.kind != "f":
+    if not is_float(loss.dtype):
         raise TypeError(f"{what}: the function must return a floating-point scalar, got "
                         f"dtype {loss.dtype}")
     return loss
@@ -307,7 +308,7 @@ def _vjp_in_trace(tracer, fn, primals):
     outs = []
     for x in leaves:
         x = tracer.lift(x)
-        if x.dtype.kind != "f":
+        if not is_float(x.dtype):
             raise TypeError(f"vjp: outputs must be floating-point arrays, got dtype {x.dtype}")
         outs.append(x)
     ops = region.ops()

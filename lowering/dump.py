@@ -32,6 +32,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from dialects.dtypes import BFLOAT16, is_float
+
 ARGS_HELP = """\
 argument spec (--args): one item per argument, in order, separated by spaces:
   f32[4096,4096]   an array: dtype code, then the shape in brackets
@@ -40,7 +42,7 @@ argument spec (--args): one item per argument, in order, separated by spaces:
   int:3            a Python int, specialized (compiled in as a constant, guarded)
   bool:true        a Python bool (true/false), specialized
   name=SPEC        a keyword argument, e.g. eps=float:1e-6
-dtype codes: f16 f32 f64 i8 i16 i32 i64 u8 bool
+dtype codes: f16 bf16 f32 f64 i8 i16 i32 i64 u8 bool
 values: floats are standard normal, integers are in [0, 10) (so they can index
 any axis of length >= 10), bools are fair coin flips; all from --seed (default
 0), so two runs see the same inputs."""
@@ -64,7 +66,8 @@ STAGES = {
 LOWER_STAGES = ("loop", "kernel", "llvm", "asm", "triton")
 
 DTYPE_CODES: dict[str, np.dtype] = {
-    "f16": np.dtype(np.float16), "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+    "f16": np.dtype(np.float16), "bf16": BFLOAT16, "f32": np.dtype(np.float32),
+    "f64": np.dtype(np.float64),
     "i8": np.dtype(np.int8), "i16": np.dtype(np.int16), "i32": np.dtype(np.int32),
     "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8), "bool": np.dtype(np.bool_),
 }
@@ -193,8 +196,8 @@ def make_value(spec: ArgSpec, rng: np.random.Generator) -> Any:
         return spec.value
     dt = spec.dtype
     assert dt is not None
-    if dt.kind == "f":
-        gen = np.float32 if dt == np.float16 else dt.type
+    if is_float(dt):
+        gen = np.float32 if dt in (np.float16, BFLOAT16) else dt.type
         return np.asarray(rng.standard_normal(spec.shape, dtype=gen), dtype=dt)
     if dt.kind == "b":
         return rng.random(spec.shape) < 0.5
@@ -500,7 +503,7 @@ def _differentiated(fn: Callable, specs: list[ArgSpec], seed: int, label: str) -
     args, _ = make_inputs(specs, seed)
     nums = tuple(i for i, a in enumerate(args)
                  if isinstance(a, float) or (isinstance(a, (np.ndarray, np.generic))
-                                             and a.dtype.kind == "f"))
+                                             and is_float(a.dtype)))
     if not nums:
         raise UsageError(f"--grad: {label} has no floating-point argument to differentiate")
     return value_and_grad(scalar, argnums=nums)

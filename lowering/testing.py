@@ -48,8 +48,23 @@ gradient      a reverse-mode gradient against another reverse-mode    ULPS * eps
 ============  =====================================================  ============
 
 with eps = `np.finfo(dtype).eps` and ULPS = `POINTWISE_ULPS[dtype]` (4 for
-float32/float64; 1 for float16, whose ops numpy computes in float32 and rounds
-once). Integer and bool results are always compared exactly. The bound is
+float32/float64; 1 for float16 and bfloat16, whose ops numpy (ml_dtypes for
+bfloat16) computes in float32 and rounds once). Integer and bool results are
+always compared exactly.
+
+bfloat16 reductions (`ACCUMULATES_IN`): ml_dtypes' add and multiply loops round
+every partial result to bfloat16, so numpy's `sum` of a bfloat16 array
+accumulates in bfloat16, one element after the other (a sum of 1000 ones is
+256.0; `mean` and `var` sum the same way). The compiler accumulates bfloat16
+sums and products in float32 and rounds once (ARCHITECTURE: "fp32 for
+fp16/bf16"; torch does the same): the result has numpy's dtype and shape, but
+its value is compared with `bf16_reference(fn)`, numpy's answer on the float32
+upcast rounded to bfloat16, not with numpy's bfloat16 answer. The reduction
+rtol of bfloat16 is then eps(bfloat16) (the one rounding; a float32 reference
+that lies next to a rounding tie can round the other way) plus float32's
+reduction bound for n terms, not eps(bfloat16)·n. numpy's matmul has no
+bfloat16 loop: `a @ b` of two bfloat16 arrays is float32 (the operands cast,
+numpy's float32 matmul), and compared as float32. The bound is
 relative to the result, so it does not cover catastrophic cancellation after
 a rounded op; `programs()` adds the budgets of the ops along each path.
 """
@@ -67,6 +82,8 @@ from typing import Any
 import numpy as np
 
 from dialects import ufuncs as _U
+from dialects.dtypes import BFLOAT16
+from dialects.dtypes import kind as dtype_kind
 
 from . import pytree
 from .api import compile as _compile
@@ -78,6 +95,7 @@ OP_CLASSES = ("exact", "pointwise", "reduction", "gradient")
 
 POINTWISE_ULPS: dict[np.dtype, int] = {
     np.dtype(np.float16): 1,
+    BFLOAT16: 1,
     np.dtype(np.float32): 4,
     np.dtype(np.float64): 4,
 }
@@ -90,8 +108,10 @@ class ToleranceTable(dict):
         if op_class not in OP_CLASSES:
             raise ValueError(f"op class must be one of {OP_CLASSES}, got {op_class!r}")
         dt = np.dtype(dtype)
-        if op_class == "exact" or dt.kind not in "fc":
+        if op_class == "exact" or dtype_kind(dt) not in "fc":
             return 0.0
+        if op_class == "reduction" and dt in ACCUMULATES_IN:
+            return float(np.finfo(dt).eps) + self.rtol(ACCUMULATES_IN[dt], op_class, n)
         base = self.get(dt, self.get(np.dtype(dt.char.lower()), 0.0))
         return base * max(int(n), 1) if op_class in ("reduction", "gradient") else base
 
@@ -100,6 +120,9 @@ TOLERANCES: ToleranceTable = ToleranceTable(
     {dt: ulps * float(np.finfo(dt).eps) for dt, ulps in POINTWISE_ULPS.items()}
 )
 TOLERANCES[np.dtype(np.complex64)] = TOLERANCES[np.dtype(np.float32)]
+# dtypes whose sums and products the compiler accumulates in a wider dtype than
+# numpy does (see "bfloat16 reductions" above)
+ACCUMULATES_IN: dict[np.dtype, np.dtype] = {BFLOAT16: np.dtype(np.float32)}
 TOLERANCES[np.dtype(np.complex128)] = TOLERANCES[np.dtype(np.float64)]
 
 
@@ -155,7 +178,7 @@ def assert_same_value(got: Any, want: Any, rtol: float | None = None, what: str 
         assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != numpy's {want.dtype}"
         assert np.shape(got) == np.shape(want), f"{what}: shape {np.shape(got)} != numpy's {np.shape(want)}"
         g, w = np.asarray(got), np.asarray(want)
-        if w.dtype.kind in "fc":
+        if dtype_kind(w.dtype) in "fc":
             tol = TOLERANCES.get(w.dtype, 0.0) if rtol is None else rtol
             def detail():
                 return f"\n got={_float_repr(g)}\nwant={_float_repr(w)}"
@@ -172,7 +195,7 @@ def assert_same_value(got: Any, want: Any, rtol: float | None = None, what: str 
             assert np.all(ok), f"{what}: values differ beyond rtol={tol}{detail()}"
             # the sign of a zero is fixed by IEEE whatever the evaluation order
             zero = (w == 0) & (g == 0)
-            if w.dtype.kind == "f":
+            if dtype_kind(w.dtype) == "f":
                 assert np.array_equal(np.signbit(g[zero]), np.signbit(w[zero])), \
                     f"{what}: signed zeros differ{detail()}"
         else:
@@ -244,6 +267,33 @@ TIER1_DTYPES: tuple[np.dtype, ...] = tuple(
 LAYOUTS = ("C", "F", "strided", "transposed", "broadcast")
 
 
+def bf16_reference(fn: Callable) -> Callable:
+    """fn run by numpy on the float32 upcast of its bfloat16 array arguments,
+    its float32 results rounded to bfloat16 where fn's own result is bfloat16:
+    the value the compiler's bfloat16 sums (accumulated in float32) are
+    compared with (see "bfloat16 reductions" above). Use it where fn reduces
+    bfloat16 values; its pointwise ops then round once, not after each op, so
+    the comparison takes fn's op budget in bfloat16 ULPs."""
+    def up(x):
+        return x.astype(np.float32) if isinstance(x, (np.ndarray, np.generic)) and \
+            x.dtype == BFLOAT16 else x
+
+    def ref(*args, **kwargs):
+        want = fn(*args, **kwargs)
+        got = fn(*[up(a) for a in args], **{k: up(v) for k, v in kwargs.items()})
+
+        def down(w, g):
+            if isinstance(w, (tuple, list)):
+                return type(w)(down(a, b) for a, b in zip(w, g))
+            if isinstance(w, np.ndarray) and w.dtype == BFLOAT16:
+                return np.asarray(g).astype(BFLOAT16)
+            if isinstance(w, np.generic) and w.dtype == BFLOAT16:
+                return BFLOAT16.type(g)
+            return g
+        return down(want, got)
+    return ref
+
+
 def examples(scale: float):
     """`@examples(0.5)`: a test's hypothesis example count relative to the active
     profile's (tests/conftest.py: "ci" by default, "deep" for long runs)."""
@@ -283,6 +333,8 @@ def edge_values(dtype: Any) -> list:
     vals = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, np.nan, np.inf, -np.inf,
             fi.tiny, -fi.tiny, fi.smallest_subnormal, -fi.smallest_subnormal, fi.max, -fi.max,
             fi.eps, 1 + fi.eps, np.pi, -np.pi / 2, 88.0, 710.0, 1e-7]
+    if dt == BFLOAT16:  # (its scalars' .item() is the scalar itself: floats here)
+        return [float(dt.type(v)) for v in vals]
     return [dt.type(v).item() if dt.kind == "f" else v for v in vals]
 
 
@@ -296,6 +348,9 @@ def elements(dtype: Any):
         info = np.iinfo(dt)
         return st.one_of(st.sampled_from(edge_values(dt)), st.integers(-8, 8).filter(
             lambda v: info.min <= v <= info.max), st.integers(int(info.min), int(info.max)))
+    if dt == BFLOAT16:  # float32 values that `arrays` rounds to bfloat16
+        return st.one_of(st.sampled_from(edge_values(dt)), st.floats(-8, 8, width=32),
+                         st.floats(width=32))
     width = dt.itemsize * 8
     return st.one_of(st.sampled_from(edge_values(dt)),
                      st.floats(-8, 8, width=width),
@@ -319,7 +374,7 @@ def broadcastable_shapes(n: int, min_dims: int = 0, max_dims: int = 3, min_side:
 
 
 def _sentinel(dt: np.dtype):
-    return {"b": True, "i": 0x5A5A, "u": 0x5A, "f": 12345.0}[dt.kind]
+    return {"b": True, "i": 0x5A5A, "u": 0x5A, "f": 12345.0}[dtype_kind(dt)]
 
 
 def arrays(dtype: Any = None, shape: Any = None, *, elements: Any = None,
@@ -342,12 +397,14 @@ def arrays(dtype: Any = None, shape: Any = None, *, elements: Any = None,
                     ((shp,) if isinstance(shp, int) else shp))
         lay = layout if layout is not None else draw(st.sampled_from(LAYOUTS))
         elems = elems_given if elems_given is not None else _elements(dt)
+        # (bfloat16: hypothesis draws float32 values, rounded to bfloat16)
+        draw_dt = np.dtype(np.float32) if dt == BFLOAT16 else dt
         if lay == "broadcast":
             src = tuple(draw(st.sampled_from((1, n))) for n in shp)
             src = src[draw(st.integers(0, len(src))):]
-            vals = draw(hnp.arrays(dt, src, elements=elems))
+            vals = draw(hnp.arrays(draw_dt, src, elements=elems)).astype(dt)
             return np.broadcast_to(vals, shp)
-        vals = draw(hnp.arrays(dt, shp, elements=elems))
+        vals = draw(hnp.arrays(draw_dt, shp, elements=elems)).astype(dt)
         if lay == "F":
             return np.asfortranarray(vals)
         if not shp:

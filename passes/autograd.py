@@ -47,6 +47,7 @@ from xdsl.passes import ModulePass
 
 from dialects import array as A
 from dialects.dtypes import from_ir
+from dialects.dtypes import kind as dtype_kind
 from dialects.prims import Prims
 from dialects import ufuncs as U
 
@@ -68,7 +69,7 @@ def _dtype(v: SSAValue) -> np.dtype:
 
 def is_float(v: SSAValue) -> bool:
     try:
-        return _dtype(v).kind == "f"
+        return dtype_kind(_dtype(v)) == "f"
     except Exception:
         return False
 

@@ -39,6 +39,7 @@ from xdsl.parser import Parser
 
 from dialects import loop as L
 from dialects.context import context
+from dialects.dtypes import to_text
 from passes import cost_model
 from runtime import cpu, disk_cache
 
@@ -204,7 +205,7 @@ def plan_json(plan: B.ProgramPlan) -> dict:
     steps: list = []
     for st in plan.steps:
         if isinstance(st, B.AllocStep):
-            steps.append(["alloc", st.slot, list(st.shape), np.dtype(st.dtype).str])
+            steps.append(["alloc", st.slot, list(st.shape), to_text(st.dtype)])
         elif isinstance(st, B.KernelPlan):
             steps.append(["kernel", st.name, st.body, list(st.bufs), st.work, st.threads,
                           list(st.params), [list(c) for c in st.checks]])

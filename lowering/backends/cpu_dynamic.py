@@ -25,6 +25,7 @@ from xdsl.dialects import func
 from xdsl.dialects.builtin import MemRefType, StringAttr, TensorType
 
 from dialects.array import i64_array
+from dialects.dtypes import kind as dtype_kind
 from dialects.symbols import SymDim, SymStr, evaluate, evaluator, symbols_of
 
 from . import cpu_backend as B
@@ -40,7 +41,7 @@ class NotSymbolic(Exception):
 
 
 def param_bits(value, dtype: np.dtype) -> int:
-    text = repr(float(value)) if dtype.kind in "fc" else str(int(value))
+    text = repr(float(value)) if dtype_kind(dtype) in "fc" else str(int(value))
     v = numpy_backend.parse_constant(text, dtype)
     return int(v.reshape(1).view(f"u{dtype.itemsize}")[0])
 

@@ -34,6 +34,7 @@ from xdsl.ir.affine import AffineConstantExpr
 
 from dialects import kernel as K
 from dialects import loop as L
+from dialects.dtypes import kind as dtype_kind
 
 from ..codegen.ops import emit
 from . import numpy_backend
@@ -41,7 +42,7 @@ from .numpy_ops import NumpyOps, affine_value, dtype_of
 
 
 def poison(shape: Sequence[int], dt: np.dtype) -> np.ndarray:
-    if dt.kind == "f":
+    if dtype_kind(dt) == "f":
         return np.full(shape, np.nan, dt)
     if dt.kind in "iu":
         return np.full(shape, np.iinfo(dt).max, dt)

@@ -46,7 +46,7 @@ from dialects import array as A
 
 from .. import pytree
 from . import registry
-from dialects.dtypes import supported
+from dialects.dtypes import kind as dtype_kind, supported
 from .tracer import _INTERNAL, _USER_FILES, MUTATING
 from dialects.symbols import SymDim, to_internal
 
@@ -568,7 +568,7 @@ def leaving_graph(t, element: bool = False) -> None:
     the inputs cannot leave the graph that way: its gradient would silently be
     lost. (`float(x)` itself is documented to carry no gradient.)"""
     tr = t._t
-    if not tr.grad_regions or t.dtype is None or t.dtype.kind != "f":
+    if not tr.grad_regions or t.dtype is None or dtype_kind(t.dtype) != "f":
         return
     if element:
         f = _user_frame()

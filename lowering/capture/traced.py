@@ -13,7 +13,7 @@ from xdsl.ir import SSAValue
 from dialects.symbols import SymDim, SymSize, prod_dims, specialized, to_internal, to_user
 
 from . import conversions, registry
-from dialects.dtypes import ExternOnlyError
+from dialects.dtypes import ExternOnlyError, kind as dtype_kind
 
 from .tracer import Unsupported, c_strides
 from .views import ReshapeStep, np_apply_all, strided_dummy
@@ -559,7 +559,7 @@ def _as_python(r, *operands):
     (an explicit `np.multiply(s, 2.0)` still gives np.float64)."""
     if isinstance(r, TracedArray) and all(_python_scalar(o) for o in operands):
         # (an int only from Python ints derived from a traced Python bool: int64 arithmetic)
-        r._weak = {"f": float, "b": bool, "i": int}.get(r.dtype.kind)
+        r._weak = {"f": float, "b": bool, "i": int}.get(dtype_kind(r.dtype))
     return r
 
 
@@ -618,7 +618,7 @@ def _fast_pow_op(self, exponent):
     if isinstance(exponent, bool) or not isinstance(exponent, (int, float, np.integer, np.floating)):
         return None
     e = float(exponent)
-    if self.dtype.kind in "fc":
+    if dtype_kind(self.dtype) in "fc":
         return {1.0: np.positive, -1.0: np.reciprocal, 0.5: np.sqrt, 2.0: np.square}.get(e)
     if e == 2.0 and self.dtype.kind in "iu":
         return np.square

@@ -30,7 +30,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from .. import pytree
-from dialects.dtypes import representable, supported, tensor_type
+from dialects.dtypes import kind as dtype_kind, representable, supported, tensor_type
 from dialects.prims import Prims, dtype_of, shape_of
 from .views import ReshapeStep, np_apply_all, strided_dummy
 
@@ -467,7 +467,7 @@ class Tracer:
         if type(v) is float:
             return True
         return (use == "index" and type(v) is np.ndarray and v.size <= SPECIALIZE_LIMIT
-                and v.dtype.kind in "biuf")
+                and dtype_kind(v.dtype) in "biuf")
 
     def graph_break(self, reason: str, needed: list["TracedArray"],
                     private: "TracedArray | None" = None, force: bool = False,
@@ -550,7 +550,7 @@ class Tracer:
             return r
         leaves, tdef = pytree.flatten((args, kwargs))
         traced = [x for x in leaves if isinstance(x, TracedArray)]
-        if self.grad_regions and any(x.dtype.kind == "f" for x in traced):
+        if self.grad_regions and any(dtype_kind(x.dtype) == "f" for x in traced):
             from passes.autograd import NotDifferentiable
 
             name = getattr(fn, "__name__", repr(fn))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dialects.dtypes import kind as dtype_kind
 from dialects.symbols import broadcast_shapes
 
 from ..registry import rule, ufunc_method
@@ -441,7 +442,7 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
         loop = np.add.resolve_dtypes((x.dtype, _kind(b), None), casting="unsafe")
     except TypeError as e:
         raise type(e)(str(e)) from None
-    if any(d.kind not in "biuf" for d in loop):
+    if any(dtype_kind(d) not in "biuf" for d in loop):
         raise Unsupported(f"add.at with {loop[-1]}")
     p = tr.prims
     if _is_basic(indices):  # no element twice: one read-add-write
@@ -457,7 +458,7 @@ def ufunc_at(tr, ufunc, a, indices, b=None):
     bv = value_for(tr, b, loop[1])
     upd = fit_value(tr, bv, pl.rshape, _not_broadcastable, strict=True)
     dt, out = x.dtype, loop[2]
-    if out == dt or (dt.kind in "iu" and out.kind in "iu") or (dt.kind == "f" and out.kind == "f"):
+    if out == dt or (dt.kind in "iu" and out.kind in "iu") or (dtype_kind(dt) == "f" and dtype_kind(out) == "f"):
         # one scatter-add: exact for equal and integer (modular) types; for a
         # narrower float destination the rounding happens once instead of per add
         acc = dt if dt.kind in "iub" else out

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dialects.dtypes import kind as dtype_kind
 from dialects.symbols import broadcast_shapes
 
 from ..registry import rule
@@ -147,7 +148,7 @@ def linspace(tr, start, stop, num=50, endpoint=True, retstep=False, dtype=None, 
         np.linspace(0.0, 1.0, num)  # numpy's own error
     div = (num - 1) if endpoint else num
     dt = np.result_type(_operand(start), _operand(stop))
-    if dt.kind not in "fc":
+    if dtype_kind(dt) not in "fc":
         dt = np.result_type(dt, 0.0)  # ensure_inexact
     if dtype is None:
         dtype, integer_dtype = dt, False

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dialects.dtypes import kind as dtype_kind
 from dialects.symbols import broadcast_shapes
 
 from ..registry import rule
@@ -93,7 +94,7 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
     if uf is not _CLIP:
         return call(tr, uf, *inputs, **kw)
     for d in loop:
-        if d.kind not in "biuf":
+        if dtype_kind(d) not in "biuf":
             raise Unsupported(f"clip of {d}")
     shapes = [x.shape if isinstance(x, TracedArray) else np.shape(x) for x in inputs]
     shape = broadcast_shapes(*shapes)
@@ -101,7 +102,7 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
     xv, lov, hiv = [p.broadcast(operand_value(tr, v, d), shape)
                     for v, d in zip(inputs, loop[:3])]
     dt = np.dtype(loop[3])
-    if dt.kind == "f":
+    if dtype_kind(dt) == "f":
         isnan = lambda v: p.ufunc("isnan", [v], _BOOL)
         if _inner_constant(shapes[1], shape) and _inner_constant(shapes[2], shape):
             # numpy's loop for bounds constant along the inner loop (the common
@@ -161,7 +162,7 @@ def nan_to_num(tr, x, copy=True, nan=0.0, posinf=None, neginf=None):
     t = strong(tr, t)
     p = tr.prims
     dt = t.dtype
-    if dt.kind != "f":
+    if dtype_kind(dt) != "f":
         res = t if not copy else tr.wrap(t._v())
     else:
         info = np.finfo(dt)

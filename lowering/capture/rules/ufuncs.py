@@ -10,7 +10,7 @@ import warnings
 
 import numpy as np
 
-from dialects.dtypes import extern_only, representable
+from dialects.dtypes import BFLOAT16, extern_only, representable
 from dialects.symbols import SymDim, broadcast_shapes
 
 from dialects import ufuncs as U
@@ -154,7 +154,7 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
         raise Unsupported(f"ufunc {name} is not captured")
     in_dt, out_dt = loop[: ufunc.nin], loop[-1]
     for d in loop:
-        if d.kind in "cOSUVMm":
+        if d.kind in "cOSUVMm" and d != BFLOAT16:
             raise Unsupported(f"{d} operands")
     shapes = [x.shape if isinstance(x, TracedArray) else () if isinstance(x, SymDim)
               else np.shape(x) for x in inputs]
