@@ -119,7 +119,9 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
     if backend == "numpy":
         return []
     if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
-        return [AnnotateLayouts(tuple(layouts)), LowerToLoop(shared_rows=backend == "cpu"),
+        return [AnnotateLayouts(tuple(layouts)),
+                LowerToLoop(shared_rows=backend == "cpu", threads=cpu.THREADS,
+                            parallel_threshold=cpu.PARALLEL_THRESHOLD),
                 Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
                          parallel_threshold=cpu.PARALLEL_THRESHOLD,
                          **(GPU_REDUCTIONS if backend == "gpu" else {})), ShareKernels()]

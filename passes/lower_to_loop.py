@@ -44,6 +44,7 @@ from xdsl.dialects.builtin import (
     ComplexType,
     DictionaryAttr,
     FunctionType,
+    IntegerAttr,
     IntegerType,
     MemRefType,
     ModuleOp,
@@ -330,7 +331,11 @@ def rows_contracted(op: Operation) -> tuple[SSAValue, SSAValue, int] | None:
 # rows ran at half the speed of 1 KB rows (4000x4000 float64: 10 ms,
 # 100000x128: 4.1 ms; BLAS 7.0 and 11.5), 8 KB rows lost to BLAS by 1.1-1.3x
 # (30000x1024 float64), 4 KB rows won or tied (30000x1024 float32: 5.4-6.6
-# against 9.6-10 ms)
+# against 9.6-10 ms). Split across 2 threads (`SharedRowsEmitter`), 8 KB rows
+# won where A streams from memory (30000x1024 float64: 11.3 against 16.2 ms)
+# and lost where it does not (1000x1000 float64: 0.32 against 0.13 ms); 32 KB
+# rows tied (4000x4000 float64: 7.8 against 8.3 ms, `(A @ x) @ A` 7.5 against
+# 7.5): longer rows would need rates of their own in the cost model
 SHARED_ROW_BYTES = 4 << 10
 
 
@@ -453,9 +458,9 @@ def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int,
     and writes the products and v, which the next routine reads back. An A
     bigger than SHARED_CACHE_BYTES is the
     "streamed" variant, with rates of its own: its passes come from memory,
-    where the generated pass (one thread: its rows in order) has one core's
-    bandwidth and BLAS all cores', but BLAS's transposed product pays per
-    row of A (a long, narrow A: 41 ns a row against 13 in cache)."""
+    where both paths run on every core (the generated pass in chunks of
+    rows, from the parallel threshold on), but BLAS's transposed product
+    pays per row of A (a long, narrow A: 41 ns a row against 13 in cache)."""
     a, s = m * k * itemsize, itemsize
     w, out = k * sum(product_cols) * s, k * s
     between = m * (sum(product_cols) + 1) * s
@@ -658,6 +663,11 @@ class Lowering:
     # products they need (`row_products`) where the cost model prefers it
     # (off for the GPU backend: its Triton emitter has no such ordered kernel)
     shared_rows: bool = True
+    # threads such a pass may split its rows across (`SharedRowsEmitter`),
+    # from a matrix of `parallel_threshold` elements on (schedule's: below
+    # it, the pass would run on one thread anyway)
+    threads: int = 1
+    parallel_threshold: int = 1 << 20
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
@@ -710,6 +720,14 @@ class Lowering:
                     self.row_product_of[z] = op
                 self.in_shared_pass |= found.inner
         return choices
+
+    def row_chunks(self, m: int, k: int) -> int:
+        """The chunks a shared pass over an (m, k) matrix splits its rows
+        into (`SharedRowsEmitter`): one per thread, from a matrix of
+        `parallel_threshold` elements on; 1: not split."""
+        if self.threads <= 1 or m * k < self.parallel_threshold:
+            return 1
+        return min(self.threads, m)
 
     def _columns_of_narrow_products(self) -> None:
         """A narrow matmul reads B's columns as rows: B.T made once, first
@@ -1850,15 +1868,32 @@ class SharedRowsEmitter(_OrderedEmitter):
     a[i, k] * w[k, j] (marked `contract`, as `DotEmitter`'s), then v[i] from
     them (the point-wise ops between, once per row), then a map over A's
     row adding a[i, k] * v[i] into out[k] (`ColumnEmitter`'s accumulation:
-    +0.0 at the first row, rows in order — `accumulate`, one thread). A is
-    read from memory once; the map re-reads the row the reductions just
-    read, from cache."""
+    +0.0 at the first row, rows in order — `accumulate`). A is read from
+    memory once; the map re-reads the row the reductions just read, from
+    cache.
+
+    On one thread, that is the kernel. On n threads (`row_chunks`) the rows
+    run in n chunks, chunk c the rows [M c // n, M (c + 1) // n) — the points
+    the CPU launch gives its thread c of n (`runtime.cpu.launch`): the kernel
+    (`k<i>_part`, `ordered_chunks` n) adds each chunk's rows, in order, into
+    its own row c of an (n, K) buffer of partial results, from +0.0 at the
+    chunk's first row; `schedule` runs it on n threads, a divisor of n, or
+    one — never splitting a chunk. Then `k<i>_join` adds the n partials, in
+    chunk order, into the output. The sum's order changes (chunk by chunk,
+    then the chunks' totals), as in `split_reductions`: within the
+    reduction tolerances."""
 
     def emit(self) -> None:
         lw, op = self.lw, self.root.owner
         a, vec, axis = rows_contracted(op)
         m, k = a.type.get_shape()
         el = op.result.type.element_type
+        n = lw.row_chunks(m, k)
+        out = self.buf
+        if n > 1:
+            partial = memref.AllocOp([], [], MemRefType(el, [n, k]))
+            lw.out.add_op(partial)
+            self.buf = partial.memref
         self._open((m,), 1)  # one point per row of A; its map comes after the row's values
         for z, idx in lw.shared[op].products:
             key = (z.result, tuple(map(str, idx)))
@@ -1880,22 +1915,50 @@ class SharedRowsEmitter(_OrderedEmitter):
                 self.fused.append(describe(z))
         self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
         vi = self.value_at(vec, (dim(0), const(0)) if axis == 0 else (const(0), dim(0)))
-        first = self._emit(compare("eq", self._emit(arith.IndexCastOp(self.dims[0], i64)),
-                                   self._emit(L.ConstOp("0", i64))))
+        # row i is in chunk (n i + n - 1) floordiv M, and first in it where
+        # (n i + n - 1) mod M < n (for n <= M)
+        at = dim(0) * n + (n - 1)
+        if n > 1:
+            first = compare("lt", self._emit(arith.IndexCastOp(self._index_value(at % m), i64)),
+                            self._emit(L.ConstOp(str(n), i64)))
+        else:
+            first = compare("eq", self._emit(arith.IndexCastOp(self.dims[0], i64)),
+                            self._emit(L.ConstOp("0", i64)))
+        first = self._emit(first)
         zero = self._emit(L.ConstOp("0.0", el))
         self.map = L.MapOp([k])
         self.kblock.add_op(self.map)
         self.block = self.map.body.block
         self.dims, self.memo = list(self.kblock.args) + list(self.block.args), {}
         x = self.value_at(a, (dim(0), dim(1)))
-        out_idx = (dim(1), const(0)) if axis == 0 else (const(0), dim(1))
+        if n > 1:
+            out_idx = (at // m, dim(1))
+        else:
+            out_idx = (dim(1), const(0)) if axis == 0 else (const(0), dim(1))
         acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(2, 0, out_idx)))
         acc = self._emit(arith.SelectOp(first, zero, acc))
         self._store(self._emit(arith.AddfOp(acc, self._emit(arith.MulfOp(x, vi)))), out_idx)
         d = describe(op)
         if d not in self.fused:
             self.fused.append(d)
-        self._close({"accumulate": UnitAttr()})
+        if n == 1:
+            self._close({"accumulate": UnitAttr()})
+            return
+        name = self.k.sym_name.data
+        self.k.sym_name = StringAttr(f"{name}_part")
+        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64)})
+        # the join: out[j] = partial[0, j] + ... + partial[n - 1, j]
+        self.buf = out
+        self._open((k,), 0)
+        self.k.sym_name = StringAttr(f"{name}_join")
+        total = None
+        for c in range(n):
+            p = self._emit(L.LoadOp(partial.memref, self.dims, AffineMap(1, 0, (const(c), dim(0)))))
+            total = p if total is None else self._emit(arith.AddfOp(total, p))
+        self.used_buffers.append(partial.memref)
+        self._store(total, (dim(0), const(0)) if axis == 0 else (const(0), dim(0)))
+        self.fused.append(f"{d} (the {n} chunks' partial sums)")
+        self._close({})
 
 
 class ScanEmitter(_OrderedEmitter):
@@ -2013,12 +2076,17 @@ class LowerToLoop(ModulePass):
     # products sharing one ordered pass over their matrix's rows with the
     # products they need (`SharedRowsEmitter`), where the cost model prefers it
     shared_rows: bool = True
+    # the threads such a pass splits its rows across, from a matrix of
+    # `parallel_threshold` elements on (the CPU runtime's: `pipeline`)
+    threads: int = 1
+    parallel_threshold: int = 1 << 20
     reports: list = field(default_factory=list, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
-                new, report = lower_func(f, self.shared_rows)
+                new, report = lower_func(f, self.shared_rows, self.threads,
+                                         self.parallel_threshold)
                 self.reports.append(report)
                 op.body.block.insert_op_before(new, f)
                 op.body.block.erase_op(f)
@@ -2052,7 +2120,9 @@ def layouts_of(f: func.FuncOp) -> list[str]:
     return out
 
 
-def lower_func(f: func.FuncOp, shared_rows: bool = True) -> tuple[func.FuncOp, LoweringReport]:
-    lw = Lowering(f, layouts_of(f), shared_rows=shared_rows)
+def lower_func(f: func.FuncOp, shared_rows: bool = True, threads: int = 1,
+               parallel_threshold: int = 1 << 20) -> tuple[func.FuncOp, LoweringReport]:
+    lw = Lowering(f, layouts_of(f), shared_rows=shared_rows, threads=threads,
+                  parallel_threshold=parallel_threshold)
     new = lw.run()
     return new, LoweringReport(lw.kernel_ops, lw.reasons, lw.paths)

@@ -20,7 +20,11 @@ The cost model, all of it:
 * a kernel touching fewer than `parallel_threshold` elements runs on one
   thread (waking a thread costs more than that much work), and so does one
   that accumulates into its output row after row (`accumulate`, a column
-  reduction: its rows must run in order);
+  reduction: its rows must run in order) — unless it accumulates each of n
+  chunks of its points into an output of its own (`ordered_chunks` n, a
+  shared pass over a matrix's rows: `lower_to_loop.SharedRowsEmitter`),
+  which runs on a number of threads that divides n, each thread whole
+  chunks in order;
 * a reduction row that fits in half the L2 cache is re-read from cache by
   each stage ("row-in-cache"), else (or of a length known only at the
   launch) it streams from memory ("streaming");
@@ -184,10 +188,14 @@ class Schedule(ModulePass):
         else:
             split, work = "none", 1
         touched = _touched(k, P, bufs)
-        if split == "none" or "accumulate" in k.attributes:
+        chunks = k.attributes.get("ordered_chunks")
+        if split == "none" or ("accumulate" in k.attributes and chunks is None):
             threads = 1
         else:
             threads = parallel_threads(touched, work, self.threads, self.parallel_threshold)
+        if chunks is not None:  # whole chunks per thread: a divisor of their count
+            threads = next(t for t in range(min(hint(threads), chunks.value.data), 0, -1)
+                           if chunks.value.data % t == 0)
         reduction = "none"
         if reduces and "chunks" in k.attributes:  # (each chunk is read once: `split_reductions`)
             reduction = "streaming"
@@ -206,7 +214,7 @@ class Schedule(ModulePass):
             kop.attributes["nontemporal"] = A.i64_array(streamed)
             if any(isinstance(_size(bufs[j].type), SymDim) for j in streamed):
                 kop.attributes["stream_bytes"] = IntegerAttr(STREAM_BYTES, i64)
-        for a in ("merged", "accumulate", "scatter_add"):
+        for a in ("merged", "accumulate", "scatter_add", "ordered_chunks"):
             if a in k.attributes:
                 kop.attributes[a] = k.attributes[a]
         return kop

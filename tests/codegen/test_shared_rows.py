@@ -15,6 +15,7 @@ bound the two products' errors make."""
 from __future__ import annotations
 
 import io
+from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -238,3 +239,177 @@ def test_rows_longer_than_the_pass_keeps_in_cache_stay_blas():
         with cost_model.forced({FORCED: "generated"}):
             assert uses_blas(atax, a, w, w) == blas, k
             np.testing.assert_allclose(lowering.compile(atax)(a, w, w), atax(a, w, w), rtol=1e-10)
+
+
+# ---- the pass split across threads --------------------------------------------
+# With `threads` > 1 and a matrix of `parallel_threshold` elements or more, the
+# pass runs its rows in one chunk per thread (`k<i>_part`, each chunk into a
+# partial result of its own) and adds the partials (`k<i>_join`). Here the
+# runtime's thread count and threshold are set for the test (as
+# LOWERING_THREADS and a big matrix would), so that small matrices split too,
+# into more chunks than rows, odd and uneven ones.
+
+SPLIT_THRESHOLD = 64
+
+
+@contextmanager
+def split_rows(threads: int):
+    """The pipeline compiles for `threads` threads (`runtime.cpu.THREADS`,
+    LOWERING_THREADS's), splitting from SPLIT_THRESHOLD elements on."""
+    from lowering.pipeline import clear_programs
+    from runtime import cpu
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(cpu, "PARALLEL_THRESHOLD", SPLIT_THRESHOLD)
+        mp.setattr(cpu, "THREADS", threads)
+        clear_programs()
+        try:
+            yield
+        finally:
+            clear_programs()
+
+
+def kernel_threads(fn, *args) -> dict[str, int]:
+    """Each kernel's threads, as `schedule` decided them (kernel level)."""
+    import re
+
+    spec = " ".join(f"f{a.dtype.itemsize * 8}[{','.join(map(str, a.shape))}]" for a in args)
+    text = loop_text(fn, spec)
+    return {m[1]: int(m[2]) for m in re.finditer(r'kernel\.kernel "(\w+)".*? threads (\d+)', text)}
+
+
+@st.composite
+def split_cases(draw):
+    dt = np.dtype(draw(st.sampled_from([np.float32, np.float64])))
+    threads = draw(st.sampled_from([2, 3, 5, 32]))
+    # 0 and 1 rows and up to 16 are BLAS's (no pass over so few rows); from 17 on, fewer
+    # rows than chunks (32 threads), odd and uneven chunks
+    m = draw(st.sampled_from([0, 1, 2, 16, 17, 18, 31, 33, 64, 101, 257]))
+    k = draw(st.sampled_from([8, 9, 33]))
+    name = draw(st.sampled_from(sorted(PROGRAMS)))
+    layout = draw(st.sampled_from(["C", "rows of a wider matrix", "every other row"]))
+    return dt, threads, m, k, name, layout, draw(st.booleans()), draw(st.integers(0, 2**32 - 1))
+
+
+def _matrix(rng, dt, m, k, layout):
+    """An (m, k) integer-valued matrix, |a| <= 2, laid out as asked: a view
+    whose rows are not contiguous with each other is BLAS's (its rows are
+    not one block of memory)."""
+    if layout == "C":
+        return rng.integers(-2, 3, (m, k)).astype(dt)
+    if layout == "rows of a wider matrix":
+        return rng.integers(-2, 3, (m, k + 3)).astype(dt)[:, 1:k + 1]
+    return rng.integers(-2, 3, (2 * m, k)).astype(dt)[::2]
+
+
+@examples(1.0)
+@given(split_cases())
+def test_split_passes_match_numpy_exactly_on_exact_sums(case):
+    """Integer-valued inputs: every order of the sums is exact, so the split
+    pass gives numpy's results bit for bit, NaN and ±Inf placement included."""
+    dt, threads, m, k, name, layout, specials, seed = case
+    rng = np.random.default_rng(seed)
+    a = _matrix(rng, dt, m, k, layout)
+    w = rng.integers(-1, 2, (k, 3)).astype(dt)
+    c = rng.integers(-2, 3, (m, 3)).astype(dt)
+    if specials and a.size:
+        a[rng.integers(0, m), rng.integers(0, k)] = np.nan
+        a[rng.integers(0, m), rng.integers(0, k)] = -np.inf
+        w.flat[rng.integers(0, w.size)] = np.inf
+    fn = PROGRAMS[name]
+    with split_rows(threads), cost_model.forced({FORCED: "generated"}):
+        assert_matches_numpy(fn, a, w, c, rtol=0.0, calls=2, compiled=lowering.compile(fn))
+        names = kernels(fn, a, w, c)
+        shared = m > 16 and layout == "C"
+        assert (not uses_blas(fn, a, w, c)) == shared, names
+        part = [n for n, _ in names if n.endswith("_part")]
+        assert len(part) == shared and sum(n.endswith("_join") for n, _ in names) == shared, names
+        if shared:  # one thread per chunk (fewer rows than threads: one row each)
+            ran = kernel_threads(fn, a, w, c)[part[0]]
+            assert ran == min(threads, m), (ran, threads, m)
+
+
+@examples(0.5)
+@given(dt=st.sampled_from([np.float32, np.float64]), threads=st.sampled_from([2, 3, 7]),
+       m=st.sampled_from([17, 300, 2049]), k=st.sampled_from([8, 100, 256]),
+       seed=st.integers(0, 2**32 - 1))
+def test_split_logistic_gradients_are_within_the_products_bound(dt, threads, m, k, seed):
+    """As `test_logistic_gradients_are_within_the_products_bound`, the rows
+    summed in chunks: each element within the reduction tolerance (over the
+    M rows and K columns summed) of the bound the products' errors make."""
+    rng = np.random.default_rng(seed)
+    X = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-2, 2, (m, k))).astype(dt)
+    y = (rng.random(m) > 0.5).astype(dt)
+    w = (rng.standard_normal(k) / np.sqrt(k)).astype(dt)
+    X64, w64 = X.astype(np.float64), w.astype(np.float64)
+    want = logistic_gradient(X64, y.astype(np.float64), w64)
+    bound = np.abs(X64).T @ (np.abs(1.0 / (1.0 + np.exp(-(X64 @ w64))) - y)
+                             + np.abs(X64) @ np.abs(w64) / 4)
+    tol = TOLERANCES.rtol(dt, "reduction", m + k)
+    with split_rows(threads), cost_model.forced({FORCED: "generated"}):
+        with np.errstate(over="ignore"):
+            got = lowering.compile(logistic_gradient)(X, y, w)
+            names = [n for n, _ in kernels(logistic_gradient, X, y, w)]
+    assert any(n.endswith("_part") for n in names) and any(n.endswith("_join") for n in names), \
+        names
+    assert got.dtype == dt
+    assert np.all(np.abs(got - want) <= tol * bound), np.max(np.abs(got - want) / bound)
+
+
+def test_one_thread_keeps_the_single_ordered_pass():
+    """LOWERING_THREADS=1: one kernel over the rows, no partial results; and
+    below the parallel threshold (a matrix one thread runs anyway) too."""
+    rng = np.random.default_rng(0)
+    a, w = rng.standard_normal((300, 64)), rng.standard_normal((64, 3))
+    small = rng.standard_normal((17, 3))  # 51 elements, under the threshold
+    with cost_model.forced({FORCED: "generated"}):
+        with split_rows(1):
+            one = [n for n, _ in kernels(atax, a, w, w)]
+        with split_rows(2):
+            two = [n for n, _ in kernels(atax, a, w, w)]
+            under = [n for n, _ in kernels(atax, small, w[:3], w[:3])]
+    assert not any(n.endswith(("_part", "_join")) for n in one + under), (one, under)
+    assert any(n.endswith("_part") for n in two) and any(n.endswith("_join") for n in two), two
+
+
+def test_the_split_pass_runs_on_the_threads_of_a_fresh_process():
+    """LOWERING_THREADS read at import, as a user sets it: 1 keeps one
+    ordered kernel, 2 and 3 split (3 threads on a 2-core machine still give
+    numpy's answer: chunks never straddle threads)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    script = textwrap.dedent("""
+        import json
+        import numpy as np
+        import lowering
+        from passes import cost_model
+        from lowering.backends.cpu_backend import KernelStep
+        rng = np.random.default_rng(0)
+        X = rng.integers(-2, 3, (1 << 14, 129)).astype(np.float64)  # 2M elements: splits
+        w = rng.integers(-1, 2, 129).astype(np.float64)
+        f = lambda X, w: X.T @ np.maximum(X @ w, 0.0)
+        with cost_model.forced({"matmul-shared-rows": "generated"}):
+            cf = lowering.compile(f)
+            got = cf(X, w)
+            names = [n for ks in lowering.explain(cf)(X, w).kernels for n, _ in ks]
+        threads = [s.threads for p in cf.programs_run for s in p.steps
+                   if isinstance(s, KernelStep)]
+        print(json.dumps({"equal": bool(np.array_equal(got, f(X, w))), "names": names,
+                          "threads": threads}))
+    """)
+    root = Path(__file__).resolve().parents[2]
+    for n in (1, 2, 3):
+        env = dict(os.environ, LOWERING_THREADS=str(n), PYTHONPATH=str(root))
+        proc = subprocess.run([sys.executable, "-c", script], cwd=root, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        res = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert res["equal"], (n, res)
+        split = [k for k in res["names"] if k.endswith(("_part", "_join"))]
+        assert len(split) == (0 if n == 1 else 2), (n, res)
+        assert max(res["threads"]) == n, (n, res)  # (the part: one chunk per thread)

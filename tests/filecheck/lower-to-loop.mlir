@@ -1,5 +1,6 @@
 // RUN: xdsl-opt -p lower-to-loop %s | filecheck %s
 // RUN: xdsl-opt -p 'lower-to-loop{shared_rows=false}' %s | filecheck %s --check-prefix=NOSHARE
+// RUN: xdsl-opt -p 'lower-to-loop{threads=2}' %s | filecheck %s --check-prefix=SPLIT
 
 // `lower-to-loop`: tensor-level functions become loop-level kernels over
 // buffers, fusing as it goes.
@@ -128,6 +129,35 @@ builtin.module {
   // CHECK:      } {accumulate}
   // CHECK-NOT:  loop.extern
   // CHECK:      func.return
+  // On two threads (`threads=2`; X is over the parallel threshold) the rows
+  // run in two chunks, rows [0, 25000) and [25000, 50000) — the launch's
+  // halves —, each into its own row of the partial results P, from +0.0 at
+  // its first row (row i's chunk: (2 i + 1) floordiv 50000; first where
+  // (2 i + 1) mod 50000 < 2); then a join adds the two partials
+  // SPLIT-LABEL: func.func @logistic_gradient
+  // SPLIT:      [[G:%.*]] = memref.alloc() : memref<128x1xf32>
+  // SPLIT:      [[P:%.*]] = memref.alloc() : memref<2x128xf32>
+  // SPLIT:      loop.kernel "k1_part"(%{{.*}}, %{{.*}}, %{{.*}}, [[P]]) parallel [50000]
+  // SPLIT:        loop.reduce "sum" [128]
+  // SPLIT:        math.exp
+  // SPLIT:        [[V:%.*]] = arith.subf
+  // SPLIT:        affine.apply affine_map<(d0) -> ((((d0 * 2) + 1) mod 50000))>
+  // SPLIT:        [[FIRST:%.*]] = arith.cmpi slt
+  // SPLIT:        loop.map [128]
+  // SPLIT:          [[ACC:%.*]] = loop.load [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 50000), d1)>]
+  // SPLIT:          [[FROM:%.*]] = arith.select [[FIRST]], %{{.*}}, [[ACC]]
+  // SPLIT:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V]]
+  // SPLIT:          [[NEW:%.*]] = arith.addf [[FROM]], [[ROW]]
+  // SPLIT:          loop.store [[NEW]], [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 50000), d1)>]
+  // SPLIT:      } {accumulate, ordered_chunks = 2 : i64}
+  // SPLIT:      loop.kernel "k1_join"([[P]], [[G]]) parallel []
+  // SPLIT:        loop.map [128]
+  // SPLIT:          [[P0:%.*]] = loop.load [[P]][affine_map<(d0) -> (0, d0)>]
+  // SPLIT:          [[P1:%.*]] = loop.load [[P]][affine_map<(d0) -> (1, d0)>]
+  // SPLIT:          [[T:%.*]] = arith.addf [[P0]], [[P1]]
+  // SPLIT:          loop.store [[T]], [[G]][affine_map<(d0) -> (d0, 0)>]
+  // SPLIT-NOT:  loop.extern
+  // SPLIT:      func.return %{{.*}} : memref<128x1xf32>
   // NOSHARE-LABEL: func.func @logistic_gradient
   // NOSHARE:      loop.extern "matmul"
   // NOSHARE:      loop.kernel "k1"

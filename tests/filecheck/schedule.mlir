@@ -66,6 +66,22 @@
 // CHECK-NOT:  kernel.kernel
 // CHECK:      func.return
 
+// A row accumulation in chunks (`ordered_chunks`: a shared pass over a
+// matrix's rows split by lower-to-loop, each chunk of rows into its own
+// partial result) runs on as many threads as divide its chunks — whole
+// chunks per thread, the launch's equal split: 4 chunks on the 4 threads, 6
+// on 3; under the threshold on one. A plain accumulation (a column
+// reduction: one output, rows in order) runs on one.
+// CHECK-LABEL: func.func @row_chunks
+// AVX2:       kernel.kernel "k1_part"({{.*}}) parallel [4000] {{.*}} threads 4 : i64
+// AVX512:     kernel.kernel "k1_part"({{.*}}) parallel [4000] {{.*}} threads 1 : i64
+// CHECK:      } {accumulate, ordered_chunks = 4 : i64}
+// AVX2:       kernel.kernel "k2_part"({{.*}}) parallel [4000] {{.*}} threads 3 : i64
+// AVX512:     kernel.kernel "k2_part"({{.*}}) parallel [4000] {{.*}} threads 1 : i64
+// CHECK:      } {accumulate, ordered_chunks = 6 : i64}
+// CHECK:      kernel.kernel "k3"({{.*}}) parallel [4000] {{.*}} threads 1 : i64
+// CHECK:      } {accumulate}
+//
 builtin.module {
   func.func @merged_pointwise(%0: memref<64x256xf32> {lowering.layout = "C"}, %1: memref<64x256xf32> {lowering.layout = "C"}) -> (memref<64x256xf32>, memref<64x256xf32>) {
     %2 = memref.alloc() : memref<64x256xf32>
@@ -195,5 +211,47 @@ builtin.module {
       loop.yield
     } : memref<4000xf32>, memref<4000xf32>, memref<f32>
     func.return %9 : memref<f32>
+  }
+  func.func @row_chunks(%0: memref<4000x8xf32> {lowering.layout = "C"}) -> (memref<4x8xf32>, memref<6x8xf32>, memref<8xf32>) {
+    %1 = memref.alloc() : memref<4x8xf32>
+    loop.kernel "k1_part"(%0, %1) parallel [4000] {
+    ^bb0(%2: index):
+      loop.map [8] {
+      ^bb0(%3: index):
+        %4 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%2, %3) : memref<4000x8xf32> -> f32
+        %5 = loop.load %1[affine_map<(d0, d1) -> ((((d0 * 4) + 3) floordiv 4000), d1)>] (%2, %3) : memref<4x8xf32> -> f32
+        %6 = arith.addf %4, %5 : f32
+        loop.store %6, %1[affine_map<(d0, d1) -> ((((d0 * 4) + 3) floordiv 4000), d1)>] (%2, %3) : f32, memref<4x8xf32>
+        loop.yield
+      }
+      loop.yield
+    } {accumulate, ordered_chunks = 4 : i64} : memref<4000x8xf32>, memref<4x8xf32>
+    %7 = memref.alloc() : memref<6x8xf32>
+    loop.kernel "k2_part"(%0, %7) parallel [4000] {
+    ^bb0(%8: index):
+      loop.map [8] {
+      ^bb0(%9: index):
+        %10 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%8, %9) : memref<4000x8xf32> -> f32
+        %11 = loop.load %7[affine_map<(d0, d1) -> ((((d0 * 6) + 5) floordiv 4000), d1)>] (%8, %9) : memref<6x8xf32> -> f32
+        %12 = arith.addf %10, %11 : f32
+        loop.store %12, %7[affine_map<(d0, d1) -> ((((d0 * 6) + 5) floordiv 4000), d1)>] (%8, %9) : f32, memref<6x8xf32>
+        loop.yield
+      }
+      loop.yield
+    } {accumulate, ordered_chunks = 6 : i64} : memref<4000x8xf32>, memref<6x8xf32>
+    %13 = memref.alloc() : memref<8xf32>
+    loop.kernel "k3"(%0, %13) parallel [4000] {
+    ^bb0(%14: index):
+      loop.map [8] {
+      ^bb0(%15: index):
+        %16 = loop.load %0[affine_map<(d0, d1) -> (d0, d1)>] (%14, %15) : memref<4000x8xf32> -> f32
+        %17 = loop.load %13[affine_map<(d0, d1) -> (d1)>] (%14, %15) : memref<8xf32> -> f32
+        %18 = arith.addf %16, %17 : f32
+        loop.store %18, %13[affine_map<(d0, d1) -> (d1)>] (%14, %15) : f32, memref<8xf32>
+        loop.yield
+      }
+      loop.yield
+    } {accumulate} : memref<4000x8xf32>, memref<8xf32>
+    func.return %1, %7, %13 : memref<4x8xf32>, memref<6x8xf32>, memref<8xf32>
   }
 }

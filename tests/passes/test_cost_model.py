@@ -142,6 +142,39 @@ def test_with_the_shipped_table_each_shape_takes_the_path_the_table_predicts_fas
     assert seen == {"generated", "library"}
 
 
+# A (M, K) of the shared-rows class, f32 and f64: in cache and streamed, short and
+# longer rows, under and over the size from which the pass splits across threads
+SHARED_SHAPES = [(64, 64), (500, 32), (1024, 128), (4096, 512), (50000, 128), (200000, 32),
+                 (20000, 512)]
+
+
+def _atax(a, x):
+    return a.T @ (a @ x)
+
+
+def test_with_the_shipped_table_a_shared_pass_runs_where_the_table_predicts_it_faster():
+    """`A.T @ (A @ x)`: one pass over A's rows where the table predicts it
+    faster than BLAS's two products, BLAS where it does not; both occur."""
+    from passes.lower_to_loop import shared_rows_work
+
+    rng = np.random.default_rng(2)
+    seen = set()
+    with cm.use(cm.shipped()):
+        for dt in (np.float32, np.float64):
+            for m, k in SHARED_SHAPES:
+                a = rng.standard_normal((m, k)).astype(dt)
+                x = rng.standard_normal(k).astype(dt)
+                work = shared_rows_work(m, k, [1], np.dtype(dt).itemsize)
+                path = cm.active().choose("matmul-shared-rows", work).path
+                seen.add(path)
+                names = _kernels(_atax, a, x)
+                assert _uses_library(names) == (path == "library"), (dt, m, k, path, names)
+                got = lowering.compile(_atax)(a, x)
+                np.testing.assert_allclose(got, _atax(a, x), rtol=1e-4 if dt == np.float32 else 1e-10,
+                                           atol=1e-4 * np.abs(_atax(a, x)).max())
+    assert seen == {"generated", "library"}
+
+
 def test_a_program_compiled_under_one_table_is_not_reused_under_another(tmp_path, monkeypatch):
     monkeypatch.setenv("LOWERING_CACHE_DIR", str(tmp_path))  # (the disk cache too)
     fn, args = PROGRAMS["matmul-narrow"]
