@@ -38,7 +38,7 @@ from xdsl.dialects.builtin import (
     i1,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, Operation, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
     VarConstraint,
@@ -141,6 +141,15 @@ class MayRaise(MemoryEffect):
     def get_effects(cls, op) -> frozenset[EffectInstance]:
         if any(r.first_use is not None for r in op.results) or not may_raise(op):
             return frozenset()
+        return _RAISES
+
+
+class FlagsEffect(MemoryEffect):
+    """`array.flags`: always the write of `NumpyErrors` (its flags are the
+    call's outcome)."""
+
+    @classmethod
+    def get_effects(cls, op) -> frozenset[EffectInstance]:
         return _RAISES
 
 
@@ -843,6 +852,75 @@ class RoutineOp(_CheckedOp):
             tensor_of(v)
 
 
+@irdl_op_definition
+class FlagsOp(IRDLOperation):
+    """The values of ops nobody uses, computed for their floating-point
+    exception flags only: numpy computes an unused `x / y` all the same and
+    warns or raises on it as `np.errstate` says (`passes/keep_flags.py`
+    puts them here). It writes the call's outcome (`NumpyErrors`), so no
+    dead-code elimination removes it or what it reads; below the tensor
+    level its operands are computed in kernels that store nothing
+    (`loop.flags`)."""
+
+    name = "array.flags"
+    inputs = var_operand_def(AnyTensor)
+    traits = traits_def(FlagsEffect())
+    assembly_format = "$inputs attr-dict `:` type($inputs)"
+
+    def __init__(self, inputs: Sequence[SSAValue]):
+        super().__init__(operands=[list(inputs)])
+
+
+def _kind(t: Attribute) -> str:
+    """"f" for a float or complex element type, "b" for bool, "i" for other
+    integers."""
+    el = t.element_type if isinstance(t, TensorType) else t
+    if isinstance(el, IntegerType):
+        return "b" if el.width.data == 1 else "i"
+    return "f"
+
+
+_FLOAT_BITS = {"f16": 16, "bf16": 16, "f32": 32, "f64": 64}
+
+
+def fp_flags(op: Operation) -> frozenset[str]:
+    """The `np.errstate` categories ("divide", "over", "under", "invalid")
+    numpy can raise computing `op` on its operands' types: a ufunc's by the
+    op table's `fpe` column (dialects/ufuncs.py), a reduction or scan by the
+    ufunc it folds with (sum: add, prod: multiply), a product by add's and
+    multiply's, a cast by numpy's casts (float to integer: invalid; to a
+    narrower float: over and under; an integer to float16: over), a numpy
+    routine on floats by any. Structural ops, comparisons and selects raise
+    none."""
+    from .ufuncs import FPE_CATEGORIES, UFUNCS, of_op
+
+    if not op.operands:
+        return frozenset()
+    kinds = {_kind(o.type) for o in op.operands}
+    integer = "f" not in kinds
+    u = of_op(op)
+    if u is not None:
+        return u.fpe(integer)
+    if isinstance(op, (ReduceOp, ScanOp)):
+        folds = {"sum": "add", "prod": "multiply"}.get(op.kind.data)
+        return UFUNCS[folds].fpe(integer) if folds is not None else frozenset()
+    if isinstance(op, DotOp):
+        return UFUNCS["add"].fpe(integer) | UFUNCS["multiply"].fpe(integer)
+    if isinstance(op, CastOp):
+        src, dst = op.input.type.element_type, op.result.type.element_type
+        if _kind(src) == "f" and _kind(dst) == "i":
+            return frozenset({"invalid"})
+        if _kind(src) == "f" and _kind(dst) == "f" and (
+                _FLOAT_BITS.get(str(dst), 64) < _FLOAT_BITS.get(str(src), 64)):
+            return frozenset({"over", "under"})
+        if _kind(src) == "i" and _FLOAT_BITS.get(str(dst)) == 16:
+            return frozenset({"over"})
+        return frozenset()
+    if isinstance(op, RoutineOp):
+        return frozenset() if integer else frozenset(FPE_CATEGORIES)
+    return frozenset()
+
+
 ARRAY_OPS = [
     ConstantOp,
     BroadcastOp,
@@ -864,6 +942,7 @@ ARRAY_OPS = [
     CompareOp,
     UfuncOp,
     RoutineOp,
+    FlagsOp,
 ]
 
 Array = Dialect("array", ARRAY_OPS, [])

@@ -44,7 +44,7 @@ from xdsl.irdl import (
 from xdsl.traits import IsTerminator, Pure, RecursiveMemoryEffect
 from xdsl.utils.exceptions import VerifyException
 
-from .array import DYN, REDUCE_KINDS, i64_array, ints
+from .array import DYN, REDUCE_KINDS, FlagsEffect, i64_array, ints
 from .ufuncs import verify_call
 
 LOOP_REDUCE_KINDS = REDUCE_KINDS + ("argmax", "argmin")
@@ -281,6 +281,22 @@ class CastOp(IRDLOperation):
 
 
 @irdl_op_definition
+class FlagsOp(IRDLOperation):
+    """The value computed for its floating-point exception flags only
+    (`array.flags` at the tensor level): nothing is stored; the emitter
+    keeps the computation (the CPU's: an empty `asm` reading the value),
+    and its flags come back with the kernel's."""
+
+    name = "loop.flags"
+    value = operand_def()
+    traits = traits_def(FlagsEffect())
+    assembly_format = "$value attr-dict `:` type($value)"
+
+    def __init__(self, value: SSAValue):
+        super().__init__(operands=[value])
+
+
+@irdl_op_definition
 class IndexOp(IRDLOperation):
     """A data-dependent index (numpy's `take`/fancy indexing, mode "raise"):
     the integer `value` in [-size, size) becomes an `index` in [0, size),
@@ -389,4 +405,4 @@ class ExternOp(IRDLOperation):
 
 
 Loop = Dialect("loop", [YieldOp, KernelOp, ReduceOp, MapOp, LoadOp, StoreOp, ConstOp, UfuncOp,
-                        CastOp, IndexOp, ExternOp], [])
+                        CastOp, FlagsOp, IndexOp, ExternOp], [])

@@ -33,6 +33,13 @@ Columns, one row per ufunc (numpy's `ufunc.__name__`):
   ("-": it stays `array.ufunc`). An op of more operands than the ufunc gets
   its operand repeated (`square`: x * x).
 - `compare`: the `array.compare` predicate a comparison becomes.
+- `fpe`: the floating-point error categories numpy's loops of the ufunc can
+  raise (`np.errstate`'s: d divide, o over, u under, i invalid; "-" none),
+  for float operands, then after a "/" those of its integer loops (none
+  where there is no "/"): a superset of what numpy raises on this CPU
+  (tests/dialects/test_fpe_facts.py probes numpy at special values). An
+  unused op of a category the caller's errstate acts on is computed for its
+  flags all the same (passes/keep_flags.py): numpy computes it and warns.
 
 This module is data and a few helpers: it imports only the standard library
 and xDSL (the layering contract of `dialects/`: xDSL, numpy and the standard
@@ -46,86 +53,86 @@ from dataclasses import dataclass
 from xdsl.dialects import arith, math
 from xdsl.utils.exceptions import VerifyException
 
-# name        in out exactness cost      recompute gen   grad tier float          int         bool       cmp
+# name        in out exactness cost      recompute gen   grad tier float          int         bool       cmp fpe
 _TABLE = """
-add           2  1   exact     cheap     cheap     all   rule 1    arith.addf     arith.addi  arith.ori  -
-subtract      2  1   exact     cheap     cheap     all   rule 1    arith.subf     arith.subi  -          -
-multiply      2  1   exact     cheap     cheap     all   rule 1    arith.mulf     arith.muli  arith.andi -
-divide        2  1   exact     expensive cheap     all   rule 1    arith.divf     -           -          -
-floor_divide  2  1   exact     expensive cheap     all   zero 1    -              -           -          -
-remainder     2  1   exact     expensive cheap     all   rule 1    -              -           -          -
-fmod          2  1   exact     expensive cheap     all   rule 1    -              -           -          -
-power         2  1   pointwise expensive expensive float rule 1    math.powf      -           -          -
-float_power   2  1   pointwise expensive expensive no    rule 1    -              -           -          -
-negative      1  1   exact     cheap     cheap     all   rule 1    arith.negf     -           -          -
-positive      1  1   exact     cheap     cheap     no    rule 1    -              -           -          -
-absolute      1  1   exact     cheap     cheap     all   rule 1    math.absf      -           -          -
-fabs          1  1   exact     cheap     cheap     no    rule 1    math.absf      -           -          -
-sign          1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
-reciprocal    1  1   exact     expensive cheap     float rule 1    -              -           -          -
-square        1  1   exact     cheap     cheap     all   rule 1    arith.mulf     -           -          -
-sqrt          1  1   exact     expensive cheap     all   rule 1    math.sqrt      -           -          -
-cbrt          1  1   pointwise expensive expensive all   rule 1    math.cbrt      -           -          -
-exp           1  1   pointwise expensive expensive all   rule 1    math.exp       -           -          -
-exp2          1  1   pointwise expensive expensive all   rule 1    math.exp2      -           -          -
-expm1         1  1   pointwise expensive expensive all   rule 1    math.expm1     -           -          -
-log           1  1   pointwise expensive expensive all   rule 1    math.log       -           -          -
-log2          1  1   pointwise expensive expensive all   rule 1    math.log2      -           -          -
-log10         1  1   pointwise expensive expensive all   rule 1    math.log10     -           -          -
-log1p         1  1   pointwise expensive expensive all   rule 1    math.log1p     -           -          -
-logaddexp     2  1   pointwise expensive expensive all   rule 1    -              -           -          -
-sin           1  1   pointwise expensive expensive all   rule 1    math.sin       -           -          -
-cos           1  1   pointwise expensive expensive all   rule 1    math.cos       -           -          -
-tan           1  1   pointwise expensive expensive all   rule 1    math.tan       -           -          -
-arcsin        1  1   pointwise expensive expensive all   rule 1    math.asin      -           -          -
-arccos        1  1   pointwise expensive expensive all   rule 1    math.acos      -           -          -
-arctan        1  1   pointwise expensive expensive all   rule 1    math.atan      -           -          -
-arctan2       2  1   pointwise expensive expensive all   rule 1    math.atan2     -           -          -
-sinh          1  1   pointwise expensive expensive all   rule 1    math.sinh      -           -          -
-cosh          1  1   pointwise expensive expensive all   rule 1    math.cosh      -           -          -
-tanh          1  1   pointwise expensive expensive all   rule 1    math.tanh      -           -          -
-arcsinh       1  1   pointwise expensive expensive all   rule 1    math.asinh     -           -          -
-arccosh       1  1   pointwise expensive expensive all   rule 1    math.acosh     -           -          -
-arctanh       1  1   pointwise expensive expensive all   rule 1    math.atanh     -           -          -
-hypot         2  1   pointwise expensive expensive all   rule 1    -              -           -          -
-maximum       2  1   exact     cheap     cheap     all   rule 1    -              arith.maxsi arith.ori  -
-minimum       2  1   exact     cheap     cheap     all   rule 1    -              arith.minsi arith.andi -
-fmax          2  1   exact     cheap     cheap     all   rule 1    -              -           -          -
-fmin          2  1   exact     cheap     cheap     all   rule 1    -              -           -          -
-floor         1  1   exact     cheap     cheap     all   zero 1    math.floor     -           -          -
-ceil          1  1   exact     cheap     cheap     all   zero 1    math.ceil      -           -          -
-trunc         1  1   exact     cheap     cheap     all   zero 1    math.trunc     -           -          -
-rint          1  1   exact     cheap     cheap     all   zero 1    math.roundeven -           -          -
-copysign      2  1   exact     cheap     cheap     all   rule 1    math.copysign  -           -          -
-greater       2  1   exact     cheap     cheap     no    -    1    -              -           -          gt
-greater_equal 2  1   exact     cheap     cheap     no    -    1    -              -           -          ge
-less          2  1   exact     cheap     cheap     no    -    1    -              -           -          lt
-less_equal    2  1   exact     cheap     cheap     no    -    1    -              -           -          le
-equal         2  1   exact     cheap     cheap     no    -    1    -              -           -          eq
-not_equal     2  1   exact     cheap     cheap     no    -    1    -              -           -          ne
-logical_and   2  1   exact     cheap     cheap     all   -    1    -              -           arith.andi -
-logical_or    2  1   exact     cheap     cheap     all   -    1    -              -           arith.ori  -
-logical_not   1  1   exact     cheap     cheap     all   -    1    -              -           -          -
-logical_xor   2  1   exact     cheap     cheap     all   -    1    -              -           arith.xori -
-isnan         1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
-isinf         1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
-isfinite      1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
-signbit       1  1   exact     cheap     cheap     all   zero 1    -              -           -          -
-bitwise_and   2  1   exact     cheap     cheap     all   -    1    -              arith.andi  arith.andi -
-bitwise_or    2  1   exact     cheap     cheap     all   -    1    -              arith.ori   arith.ori  -
-bitwise_xor   2  1   exact     cheap     cheap     all   -    1    -              arith.xori  arith.xori -
-invert        1  1   exact     cheap     cheap     all   -    1    -              -           -          -
-left_shift    2  1   exact     cheap     cheap     all   -    1    -              -           -          -
-right_shift   2  1   exact     cheap     cheap     all   -    1    -              -           -          -
-logaddexp2    2  1   pointwise expensive expensive no    rule -    -              -           -          -
-conjugate     1  1   exact     cheap     cheap     no    rule -    -              -           -          -
-deg2rad       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
-rad2deg       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
-degrees       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
-radians       1  1   exact     cheap     cheap     all   rule -    -              -           -          -
-heaviside     2  1   exact     cheap     cheap     all   zero -    -              -           -          -
-nextafter     2  1   exact     cheap     cheap     no    zero -    -              -           -          -
-ldexp         2  1   exact     cheap     cheap     all   rule -    -              -           -          -
+add           2  1   exact     cheap     cheap     all   rule 1    arith.addf     arith.addi  arith.ori  -   io
+subtract      2  1   exact     cheap     cheap     all   rule 1    arith.subf     arith.subi  -          -   io
+multiply      2  1   exact     cheap     cheap     all   rule 1    arith.mulf     arith.muli  arith.andi -   iou
+divide        2  1   exact     expensive cheap     all   rule 1    arith.divf     -           -          -   diou
+floor_divide  2  1   exact     expensive cheap     all   zero 1    -              -           -          -   diou/do
+remainder     2  1   exact     expensive cheap     all   rule 1    -              -           -          -   diou/d
+fmod          2  1   exact     expensive cheap     all   rule 1    -              -           -          -   iu/d
+power         2  1   pointwise expensive expensive float rule 1    math.powf      -           -          -   diou
+float_power   2  1   pointwise expensive expensive no    rule 1    -              -           -          -   diou
+negative      1  1   exact     cheap     cheap     all   rule 1    arith.negf     -           -          -   -
+positive      1  1   exact     cheap     cheap     no    rule 1    -              -           -          -   -
+absolute      1  1   exact     cheap     cheap     all   rule 1    math.absf      -           -          -   -
+fabs          1  1   exact     cheap     cheap     no    rule 1    math.absf      -           -          -   -
+sign          1  1   exact     cheap     cheap     all   zero 1    -              -           -          -   -
+reciprocal    1  1   exact     expensive cheap     float rule 1    -              -           -          -   diou/di
+square        1  1   exact     cheap     cheap     all   rule 1    arith.mulf     -           -          -   ou
+sqrt          1  1   exact     expensive cheap     all   rule 1    math.sqrt      -           -          -   i
+cbrt          1  1   pointwise expensive expensive all   rule 1    math.cbrt      -           -          -   u
+exp           1  1   pointwise expensive expensive all   rule 1    math.exp       -           -          -   ou
+exp2          1  1   pointwise expensive expensive all   rule 1    math.exp2      -           -          -   ou
+expm1         1  1   pointwise expensive expensive all   rule 1    math.expm1     -           -          -   ou
+log           1  1   pointwise expensive expensive all   rule 1    math.log       -           -          -   di
+log2          1  1   pointwise expensive expensive all   rule 1    math.log2      -           -          -   di
+log10         1  1   pointwise expensive expensive all   rule 1    math.log10     -           -          -   di
+log1p         1  1   pointwise expensive expensive all   rule 1    math.log1p     -           -          -   diu
+logaddexp     2  1   pointwise expensive expensive all   rule 1    -              -           -          -   iou
+sin           1  1   pointwise expensive expensive all   rule 1    math.sin       -           -          -   iu
+cos           1  1   pointwise expensive expensive all   rule 1    math.cos       -           -          -   iu
+tan           1  1   pointwise expensive expensive all   rule 1    math.tan       -           -          -   iu
+arcsin        1  1   pointwise expensive expensive all   rule 1    math.asin      -           -          -   iu
+arccos        1  1   pointwise expensive expensive all   rule 1    math.acos      -           -          -   iu
+arctan        1  1   pointwise expensive expensive all   rule 1    math.atan      -           -          -   u
+arctan2       2  1   pointwise expensive expensive all   rule 1    math.atan2     -           -          -   iu
+sinh          1  1   pointwise expensive expensive all   rule 1    math.sinh      -           -          -   ou
+cosh          1  1   pointwise expensive expensive all   rule 1    math.cosh      -           -          -   o
+tanh          1  1   pointwise expensive expensive all   rule 1    math.tanh      -           -          -   u
+arcsinh       1  1   pointwise expensive expensive all   rule 1    math.asinh     -           -          -   u
+arccosh       1  1   pointwise expensive expensive all   rule 1    math.acosh     -           -          -   i
+arctanh       1  1   pointwise expensive expensive all   rule 1    math.atanh     -           -          -   diu
+hypot         2  1   pointwise expensive expensive all   rule 1    -              -           -          -   ou
+maximum       2  1   exact     cheap     cheap     all   rule 1    -              arith.maxsi arith.ori  -   -
+minimum       2  1   exact     cheap     cheap     all   rule 1    -              arith.minsi arith.andi -   -
+fmax          2  1   exact     cheap     cheap     all   rule 1    -              -           -          -   -
+fmin          2  1   exact     cheap     cheap     all   rule 1    -              -           -          -   -
+floor         1  1   exact     cheap     cheap     all   zero 1    math.floor     -           -          -   -
+ceil          1  1   exact     cheap     cheap     all   zero 1    math.ceil      -           -          -   -
+trunc         1  1   exact     cheap     cheap     all   zero 1    math.trunc     -           -          -   -
+rint          1  1   exact     cheap     cheap     all   zero 1    math.roundeven -           -          -   -
+copysign      2  1   exact     cheap     cheap     all   rule 1    math.copysign  -           -          -   -
+greater       2  1   exact     cheap     cheap     no    -    1    -              -           -          gt  -
+greater_equal 2  1   exact     cheap     cheap     no    -    1    -              -           -          ge  -
+less          2  1   exact     cheap     cheap     no    -    1    -              -           -          lt  -
+less_equal    2  1   exact     cheap     cheap     no    -    1    -              -           -          le  -
+equal         2  1   exact     cheap     cheap     no    -    1    -              -           -          eq  -
+not_equal     2  1   exact     cheap     cheap     no    -    1    -              -           -          ne  -
+logical_and   2  1   exact     cheap     cheap     all   -    1    -              -           arith.andi -   -
+logical_or    2  1   exact     cheap     cheap     all   -    1    -              -           arith.ori  -   -
+logical_not   1  1   exact     cheap     cheap     all   -    1    -              -           -          -   -
+logical_xor   2  1   exact     cheap     cheap     all   -    1    -              -           arith.xori -   -
+isnan         1  1   exact     cheap     cheap     all   zero 1    -              -           -          -   -
+isinf         1  1   exact     cheap     cheap     all   zero 1    -              -           -          -   -
+isfinite      1  1   exact     cheap     cheap     all   zero 1    -              -           -          -   -
+signbit       1  1   exact     cheap     cheap     all   zero 1    -              -           -          -   -
+bitwise_and   2  1   exact     cheap     cheap     all   -    1    -              arith.andi  arith.andi -   -
+bitwise_or    2  1   exact     cheap     cheap     all   -    1    -              arith.ori   arith.ori  -   -
+bitwise_xor   2  1   exact     cheap     cheap     all   -    1    -              arith.xori  arith.xori -   -
+invert        1  1   exact     cheap     cheap     all   -    1    -              -           -          -   -
+left_shift    2  1   exact     cheap     cheap     all   -    1    -              -           -          -   -
+right_shift   2  1   exact     cheap     cheap     all   -    1    -              -           -          -   -
+logaddexp2    2  1   pointwise expensive expensive no    rule -    -              -           -          -   iou
+conjugate     1  1   exact     cheap     cheap     no    rule -    -              -           -          -   -
+deg2rad       1  1   exact     cheap     cheap     all   rule -    -              -           -          -   ou
+rad2deg       1  1   exact     cheap     cheap     all   rule -    -              -           -          -   ou
+degrees       1  1   exact     cheap     cheap     all   rule -    -              -           -          -   ou
+radians       1  1   exact     cheap     cheap     all   rule -    -              -           -          -   ou
+heaviside     2  1   exact     cheap     cheap     all   zero -    -              -           -          -   -
+nextafter     2  1   exact     cheap     cheap     no    zero -    -              -           -          -   ou
+ldexp         2  1   exact     cheap     cheap     all   rule -    -              -           -          -   ou
 """
 
 # OPS.md's other spellings of a row's ufunc (the same numpy object: np.true_divide
@@ -137,6 +144,9 @@ COSTS = ("cheap", "expensive")
 GEN = ("all", "float", "no")
 GRAD = ("rule", "zero", None)
 COMPARES = ("eq", "ne", "lt", "le", "gt", "ge")
+# np.errstate's categories, in numpy's order, and their letters in `fpe`
+FPE_CATEGORIES = ("divide", "over", "under", "invalid")
+FPE_LETTERS = {"d": "divide", "o": "over", "u": "under", "i": "invalid"}
 
 
 @dataclass(frozen=True)
@@ -154,6 +164,8 @@ class Ufunc:
     int_op: str | None
     bool_op: str | None
     compare: str | None
+    fpe_float: frozenset[str] = frozenset()
+    fpe_int: frozenset[str] = frozenset()
 
     @property
     def generated(self) -> bool:
@@ -163,6 +175,10 @@ class Ufunc:
     @property
     def expensive(self) -> bool:
         return self.cost == "expensive"
+
+    def fpe(self, integer: bool) -> frozenset[str]:
+        """The errstate categories its float (integer) loops can raise."""
+        return self.fpe_int if integer else self.fpe_float
 
     @property
     def aliases(self) -> tuple[str, ...]:
@@ -174,14 +190,27 @@ class UfuncTableError(Exception):
     ImportError: an optional import's `except ImportError` must not hide it)."""
 
 
+def _fpe(name: str, text: str | None) -> tuple[frozenset[str], frozenset[str]]:
+    """The `fpe` column: (float categories, integer categories)."""
+    parts = (text or "-").split("/")
+    out = []
+    for part in parts + ["-"] * (2 - len(parts)):
+        bad = set(part) - set(FPE_LETTERS) - {"-"}
+        if len(parts) > 2 or bad or (part != "-" and "-" in part):
+            raise UfuncTableError(f"dialects/ufuncs.py: {name}: fpe is {text!r}, not letters "
+                                  f"of {''.join(FPE_LETTERS)} (or -), optionally /integer's")
+        out.append(frozenset(FPE_LETTERS[c] for c in part if c != "-"))
+    return out[0], out[1]
+
+
 def _parse(text: str) -> tuple[Ufunc, ...]:
     rows = []
     for line in text.strip().splitlines():
         f = [None if c == "-" else c for c in line.split()]
-        if len(f) != 13:
-            raise UfuncTableError(f"dialects/ufuncs.py: row {line!r} has {len(f)} columns, not 13")
+        if len(f) != 14:
+            raise UfuncTableError(f"dialects/ufuncs.py: row {line!r} has {len(f)} columns, not 14")
         u = Ufunc(f[0], int(f[1]), int(f[2]), f[3], f[4], f[5], f[6], f[7],
-                  None if f[8] is None else int(f[8]), *f[9:])
+                  None if f[8] is None else int(f[8]), *f[9:13], *_fpe(f[0], f[13]))
         for col, allowed in (("exactness", EXACTNESS), ("cost", COSTS),
                              ("recompute", COSTS), ("gen", GEN),
                              ("grad", GRAD), ("tier", (1, None)),

@@ -22,6 +22,7 @@ from runtime.guards import (
     ArrayCheck,
     Check,
     ContentsCheck,
+    FlagsCheck,
     GuardSet,
     IdentityCheck,
     LenCheck,
@@ -38,6 +39,8 @@ from runtime.guards import (
 from . import device_call, device_random, pytree
 from .capture.conversions import constructors_capture
 from dialects.dtypes import supported
+from dialects.ufuncs import FPE_CATEGORIES
+from passes.keep_flags import dropped_categories
 from dialects.dtypes import from_ir
 from dialects.symbols import ShapeEnv, SymDim, symbols_of
 from dialects.symbols import active as symbols_active
@@ -62,7 +65,7 @@ from .capture.tracer import (
 from .capture.traced import TracedArray
 from .config import config, logger
 from .fastpath import MISS, flat_positional, keyword_call, make_fast_call
-from .pipeline import compile_segment
+from .pipeline import compile_segment, flag_categories
 from .replay import replayer
 
 MAX_KEYWORD_CALLS = 8  # generated calls kept for other keyword spellings of a call
@@ -801,6 +804,9 @@ class CompiledFunction:
         if trace.mutates_inputs:
             checks.append(_overlap_check(trace, len(leaves), names, array_leaves, g_arrays,
                                          [state.slots[j].path.label for j in keep]))
+        flags = _flags_check(trace, self.backend)
+        if flags is not None:
+            checks.append(flags)
         return GuardSet(treedef, len(leaves), checks)
 
     def _check_symbolic(self, args, kwargs, leaves, treedef, trace, plan, symbols) -> str | None:
@@ -875,6 +881,22 @@ class CompiledFunction:
                 return why
         return (differences(trace.plan, ptrace.plan, symbols=False, path="results")
                 or differences(plan.writes, pplan.writes, symbols=False, path="writes"))
+
+
+def _flags_check(trace: Trace, backend: str) -> FlagsCheck | None:
+    """The guard an entry needs where its programs, compiled under the
+    current errstate, dropped unused ops that can raise a category it
+    ignores (`passes/keep_flags.py`): another errstate acting on one of
+    those needs them, so another entry."""
+    if backend == "gpu":  # (no flags: the device reports none)
+        return None
+    kept = flag_categories(backend)
+    dropped: set[str] = set()
+    for seg in trace.segments:
+        dropped |= dropped_categories(seg.module, kept)
+    if not dropped:
+        return None
+    return FlagsCheck("E", 0, "np.errstate", tuple(c for c in FPE_CATEGORIES if c in dropped))
 
 
 def _relation_checks(symbols, names) -> list[Check]:

@@ -5,7 +5,10 @@ emitter's is a named xDSL `ModulePass` â€” the same objects `xdsl-opt -p` runs â
 and this module owns their order; a backend contributes its emitter and
 runtime and never imports the pipeline.
 
-    tensor   remat (a joint forward+backward function becomes @f_forward and
+    tensor   keep-flags (unused ops that can raise a floating-point category
+             the caller's np.errstate acts on are kept for their flags:
+             passes/keep_flags.py), remat (a joint forward+backward function
+             becomes @f_forward and
              @f_backward, the cut recorded on them: passes/remat.py; any other
              function passes through), canonicalize, decompose,
              strength-reduce, cse, batch-routines (independent calls of one
@@ -50,12 +53,14 @@ from passes import cost_model
 from passes.batch_routines import BatchRoutines
 from passes.canonicalize import ArrayCanonicalize
 from passes.decompose import Decompose
+from passes.keep_flags import KeepFlags
 from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
 from passes.remat import Partition, Remat, read_cut
 from passes.schedule import Schedule
 from passes.share_kernels import ShareKernels
 from passes.strength_reduce import StrengthReduce
 from runtime import cpu
+from runtime.errors import reported_categories
 from runtime.guards import layout_class
 
 from .backends import cpu_cache, cpu_dynamic, numpy_backend
@@ -67,7 +72,7 @@ cost_model.set_default_loader(table_for_process)
 
 __all__ = ["context", "cut_passes", "tensor_passes", "lower_passes", "pipeline", "run_passes",
            "tensor_stage", "lower_below", "lower", "emit", "compile_segment", "clear_programs",
-           "ProgramKey", "EMITTERS", "LEVEL_AFTER", "DEFAULT_PARTITION"]
+           "ProgramKey", "EMITTERS", "LEVEL_AFTER", "DEFAULT_PARTITION", "flag_categories"]
 
 BACKENDS = ("numpy", "cpu", "gpu")
 
@@ -98,13 +103,24 @@ LEVEL_AFTER = {"lower-to-loop": "loop", "schedule": "kernel", "share-kernels": "
 GPU_REDUCTIONS = {"reduction_chunks": 1024, "split_threshold": 1 << 16}
 
 
-def cut_passes(partition: tuple[str, float | None] = DEFAULT_PARTITION) -> list[ModulePass]:
-    """The first tensor-level stage: the forward/backward cut of a joint
-    function, `partition` = (strategy, memory_budget). It runs before the
-    tensor passes because it reads the marks capture left on ops (`bwd` on
-    the backward's, `remat` on checkpointed ones), which their rewrites do
-    not keep."""
-    return [Remat(partition[0], partition[1])]
+def flag_categories(backend: str) -> tuple[str, ...]:
+    """The floating-point categories a program compiled now for `backend`
+    keeps unused ops for: those the calling thread's `np.errstate` does not
+    ignore (none on a GPU, which reports no flags)."""
+    return () if backend == "gpu" else reported_categories()
+
+
+def cut_passes(partition: tuple[str, float | None] = DEFAULT_PARTITION,
+               flags: tuple[str, ...] | None = None) -> list[ModulePass]:
+    """The first tensor-level stages: unused ops kept for their
+    floating-point flags where `flags` (categories; default: the current
+    errstate's) say so, then the forward/backward cut of a joint function,
+    `partition` = (strategy, memory_budget). They run before the tensor
+    passes because they read the marks capture left on ops (`bwd` on the
+    backward's, `remat` on checkpointed ones), which their rewrites do not
+    keep."""
+    return [KeepFlags(reported_categories() if flags is None else tuple(flags)),
+            Remat(partition[0], partition[1])]
 
 
 def tensor_passes() -> list[ModulePass]:
@@ -129,10 +145,13 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
 
 
 def pipeline(backend: str, layouts: list[str] | tuple[str, ...] = (),
-             partition: tuple[str, float | None] = DEFAULT_PARTITION) -> list[ModulePass]:
+             partition: tuple[str, float | None] = DEFAULT_PARTITION,
+             flags: tuple[str, ...] | None = None) -> list[ModulePass]:
     """Every pass a segment runs for `backend`, in order (the passes below
-    the tensor level run on each half of a cut function)."""
-    return cut_passes(partition) + tensor_passes() + lower_passes(backend, layouts)
+    the tensor level run on each half of a cut function); `flags`: the
+    categories unused ops are kept for (default: `flag_categories`)."""
+    flags = flag_categories(backend) if flags is None else flags
+    return cut_passes(partition, flags) + tensor_passes() + lower_passes(backend, layouts)
 
 
 def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
@@ -152,12 +171,13 @@ def run_passes(module: ModuleOp, passes: list[ModulePass] | None = None,
 
 
 def tensor_stage(module: ModuleOp, partition: tuple[str, float | None] = DEFAULT_PARTITION,
-                 after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
-                 ) -> ModuleOp:
-    """A copy of `module` through the tensor-level passes: the cut (which
-    leaves @main_forward and @main_backward where @main is a joint
-    function, `read_cut` finds them), then the tensor passes."""
-    return run_passes(module.clone(), cut_passes(partition) + tensor_passes(), after_each)
+                 after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None,
+                 flags: tuple[str, ...] | None = None) -> ModuleOp:
+    """A copy of `module` through the tensor-level passes: unused ops kept
+    for their flags (`flags`, default the current errstate's categories),
+    the cut (which leaves @main_forward and @main_backward where @main is a
+    joint function, `read_cut` finds them), then the tensor passes."""
+    return run_passes(module.clone(), cut_passes(partition, flags) + tensor_passes(), after_each)
 
 
 def lower_below(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] = (),
@@ -178,8 +198,10 @@ def lower(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] =
           ) -> tuple[ModuleOp, LoweringReport | None]:
     """A copy of one function through the tensor passes and the passes below,
     uncut: a joint function is lowered whole, as one function (what
-    `lowering.dump --stage kernel|llvm` prints and process replay records)."""
-    return lower_below(run_passes(module.clone(), tensor_passes(), after_each), backend, layouts,
+    `lowering.dump --stage kernel|llvm` prints and process replay records);
+    its unused ops kept for the flags the current errstate acts on."""
+    passes = [KeepFlags(flag_categories(backend))] + tensor_passes()
+    return lower_below(run_passes(module.clone(), passes, after_each), backend, layouts,
                        after_each)
 
 
@@ -214,15 +236,18 @@ class ProgramKey(NamedTuple):
     """What a compiled program depends on: the segment's IR (its structural
     key, or its text), the backend, each input's layout class, and the
     forward/backward partition of a joint function, the cost table that
-    chose between generated kernels and library routines, and (GPU) the
+    chose between generated kernels and library routines, (GPU) the
     compile mode: a program keeps state per mode (max-autotune's timed
-    launch configurations), which functions of another mode must not share."""
+    launch configurations), which functions of another mode must not share,
+    and the floating-point categories its unused ops are kept for
+    (`flag_categories`: the errstate's when it was compiled)."""
     ir: object
     backend: str
     layouts: tuple[str, ...]
     partition: tuple
     costs: str = ""
     mode: str = ""
+    flags: tuple[str, ...] = ()
 
 
 # the one program cache, process-wide: functions, segments and graph-break
@@ -254,7 +279,7 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     cache_key = ProgramKey(key if key is not None else str(module), backend,
                            tuple(layouts or ()), tuple(partition),
                            cost_model.digest() if backend == "cpu" else "",
-                           mode if backend == "gpu" else "")
+                           mode if backend == "gpu" else "", flag_categories(backend))
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     env = symbols_active()
@@ -266,7 +291,8 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     if prog is None:
         t0 = time.perf_counter()
         before = set(env.relations) if env is not None else set()
-        prog = _compile(module, backend, list(layouts or ()), partition, cache_key)
+        prog = _compile(module, backend, list(layouts or ()), partition, cache_key,
+                        cache_key.flags)
         if env is not None:
             try:
                 prog.relations = [r for r in env.relations if r not in before]
@@ -284,7 +310,8 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
 
 
 def _compile(module: ModuleOp, backend: str, layouts: list[str],
-             partition: tuple[str, float | None], key: ProgramKey | None = None) -> Callable:
+             partition: tuple[str, float | None], key: ProgramKey | None = None,
+             flags: tuple[str, ...] = ()) -> Callable:
     """The program of one segment: from the on-disk cache (a CPU program
     compiled before, in any process: backends/cpu_cache.py), or the
     tensor-level passes, then, for each function they leave, the passes
@@ -292,10 +319,10 @@ def _compile(module: ModuleOp, backend: str, layouts: list[str],
     disk = None
     if backend == "cpu" and key is not None:
         disk = cpu_cache.find(module, key.ir, key.layouts, key.partition,
-                              pipeline(backend, key.layouts, partition))
+                              pipeline(backend, key.layouts, partition, flags))
         if disk is not None and disk.program is not None:
             return disk.program
-    tensor = tensor_stage(module, partition)
+    tensor = tensor_stage(module, partition, flags=flags)
     cut = read_cut(tensor)
     if cut is not None:  # (its halves are compiled in this process)
         return PartitionedProgram(cut, backend, layouts)

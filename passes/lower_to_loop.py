@@ -61,6 +61,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap
 from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
 
 import numpy as np
 
@@ -765,6 +766,10 @@ class Lowering:
             # over all of it: each index is checked, as numpy checks them,
             # even where a consumer reads only some: `x[i][:1]`.)
             return list(op.results)
+        if isinstance(op, A.FlagsOp):
+            # computed for their flags: each in its kernel, whose stores go
+            # where nothing else reads it (`flags_only`)
+            return [o for o in op.operands if not isinstance(o, BlockArgument)]
         if op in self.shared:  # its own kernel over the rows of its matrix, read where it lies
             return [op.result, rows_contracted(op)[0]]
         if op in self.row_product_of:  # computed in that kernel, from W (or W.T) read where it lies
@@ -2125,4 +2130,32 @@ def lower_func(f: func.FuncOp, shared_rows: bool = True, threads: int = 1,
     lw = Lowering(f, layouts_of(f), shared_rows=shared_rows, threads=threads,
                   parallel_threshold=parallel_threshold)
     new = lw.run()
+    flags_only(new, [lw.buffer[v] for op in lw.block.ops if isinstance(op, A.FlagsOp)
+                     for v in op.operands if lw.uses[v] == 1 and v in lw.buffer])
     return new, LoweringReport(lw.kernel_ops, lw.reasons, lw.paths)
+
+
+def flags_only(f: func.FuncOp, buffers: list[SSAValue]) -> None:
+    """The values `array.flags` reads (`passes/keep_flags.py`) and nothing
+    else, computed for their floating-point flags only: where kernels alone
+    store into the buffer one got (no load, extern or return reads it),
+    each store becomes a `loop.flags` of its value and the buffer goes. A
+    value an extern writes (a numpy routine: its flags are numpy's own)
+    keeps its buffer."""
+    for b in buffers:
+        alloc = b.owner
+        if not isinstance(alloc, memref.AllocOp):
+            continue
+        users = [u.operation for u in b.uses]
+        stores = [u for u in users if isinstance(u, L.StoreOp) and u.buffer is b]
+        kernels = [u for u in users if isinstance(u, L.KernelOp)]
+        if not stores or len(stores) + len(kernels) != len(users):
+            continue
+        for st in stores:
+            Rewriter.replace_op(st, L.FlagsOp(st.value))
+        for k in kernels:
+            attrs = dict(k.attributes)
+            nk = k.with_buffers([x for x in k.buffers if x is not b])
+            nk.attributes.update(attrs)
+            Rewriter.replace_op(k, nk)
+        Rewriter.erase_op(alloc)

@@ -254,11 +254,14 @@ def partition(module: ModuleOp, strategy: str = "min_cut",
     saved_set = set(saved)
 
     # the forward: what the outputs and the saved values need, and what DCE
-    # keeps though nothing uses it (an index check: numpy raises there)
-    kept = [r for op in fwd if not any(x.uses for x in op.results)
-            and not would_be_trivially_dead(op) for r in op.results]
+    # keeps though nothing uses it (an index check: numpy raises there; an
+    # op of no results, `array.flags`: the unused values it computes for
+    # their floating-point flags)
+    effects = [op for op in fwd if not any(x.uses for x in op.results)
+               and not would_be_trivially_dead(op)]
+    kept = [v for op in effects for v in (op.results or op.operands)]
     fwd_needed = set(_needed_by([ret.arguments[i] for i in fwd_results] + saved + kept,
-                                set(args)))
+                                set(args))) | {op for op in effects if not op.results}
     f_ops = [op for op in fwd if op in fwd_needed]
     fmod = _build(args, f_ops, [ret.arguments[i] for i in fwd_results] + saved)
     # the backward: recompute what it reads and was not saved, then its ops

@@ -70,6 +70,18 @@ def reported_mask() -> int:
     return last[1]
 
 
+def reported_categories() -> tuple[str, ...]:
+    """The categories (np.errstate's keywords, in numpy's order) the calling
+    thread's errstate does not ignore: what a program compiled now keeps
+    unused ops for (`passes/keep_flags.py`)."""
+    return categories(reported_mask())
+
+
+def mask_of(names) -> int:
+    """MXCSR bits of category names."""
+    return sum(bit for name, bit in CATEGORIES if name in names)
+
+
 def check(bits: int) -> None:
     """Raise FloatingPointFlags for the fired flags the errstate acts on."""
     bits &= reported_mask()

@@ -39,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from . import errors
+
 
 def path_source(root: str, steps: tuple = (), ns: dict | None = None) -> str:
     """Python source reading a value: `root` (source naming an object in
@@ -534,6 +536,36 @@ class OverlapCheck(Check):
         others = ", ".join(n for _, _, n in self.arrays[self.n_written:])
         return (f"written {written} share no memory with each other"
                 + (f" or with {others}" if others else "") + " (not even as one object)")
+
+
+@dataclass(frozen=True)
+class FlagsCheck(Check):
+    """The calling thread's `np.errstate` ignores every floating-point
+    category of `categories` (np.errstate's keywords): the entry's programs
+    were compiled under an errstate that ignored them and dropped unused ops
+    that raise only those (`passes/keep_flags.py`), whose warnings or
+    exceptions numpy would give under another. Not a check on a value:
+    `where` is "E" (the errstate), named `name`."""
+
+    categories: tuple[str, ...]
+
+    def constants(self) -> dict[str, Any]:
+        return {"_fp_reported": errors.reported_mask}
+
+    def conditions(self) -> list[Condition]:
+        bits = errors.mask_of(self.categories)
+        return [Condition(f"not (_fp_reported() & {bits})", self._why)]
+
+    def _why(self, x=None) -> str:
+        acted = [c for c in errors.reported_categories() if c in self.categories]
+        return (f"np.errstate acts on {', '.join(acted) or 'them'} now, which was compiled "
+                f"ignoring {', '.join(self.categories)} (unused ops of those were dropped)")
+
+    def failure(self, leaves: list, globals_: list) -> str | None:
+        return self._why() if errors.reported_mask() & errors.mask_of(self.categories) else None
+
+    def describe(self) -> str:
+        return f"np.errstate ignores {', '.join(self.categories)}"
 
 
 may_share_memory = np.may_share_memory

@@ -194,13 +194,14 @@ def test_passes_lists_the_pipeline_in_order():
     assert code == 0
     names = re.findall(r"^\s+\d+\. (\S+)", out, re.M)
     tensor = [p.name for p in tensor_passes()]
-    assert names == ["remat"] + tensor + ["annotate-layouts", "lower-to-loop", "schedule",
-                                          "share-kernels", "llvm-emit", "llvm-jit", "memory-plan"]
-    assert names[:3] == ["remat", "array-canonicalize", "decompose"]
+    assert names == ["keep-flags", "remat"] + tensor + [
+        "annotate-layouts", "lower-to-loop", "schedule", "share-kernels", "llvm-emit",
+        "llvm-jit", "memory-plan"]
+    assert names[:4] == ["keep-flags", "remat", "array-canonicalize", "decompose"]
     # the listing is the pipeline the compile path runs, pass objects and all
     assert [p.name for p in pipeline("cpu", ["C"])] == names[:-3]
-    assert [p.name for p in pipeline("numpy")] == ["remat"] + tensor
-    assert "the numpy backend runs passes 1-7" in out
+    assert [p.name for p in pipeline("numpy")] == ["keep-flags", "remat"] + tensor
+    assert "the numpy backend runs passes 1-8" in out
 
 
 def test_passes_with_a_function_prints_ir_after_each_pass():

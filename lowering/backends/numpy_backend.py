@@ -10,6 +10,7 @@ import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
+from xdsl.transforms.dead_code_elimination import would_be_trivially_dead
 
 from dialects import array as A
 from dialects import ufuncs as U
@@ -198,6 +199,8 @@ RULES: dict[type, Callable[[Operation], Callable]] = {
     A.IotaOp: _iota,
     A.SelectOp: lambda op: lambda c, a, b: np.where(c, a, b),
     A.CompareOp: lambda op: (lambda f: lambda a, b: _arr(f(a, b)))(_CMP[op.predicate.data]),
+    # its operands' steps computed them (and their flags): nothing more to do
+    A.FlagsOp: lambda op: lambda *xs: None,
     A.UfuncOp: _ufunc,
     A.RoutineOp: _routine,
 }
@@ -226,6 +229,7 @@ def compile_module(module: ModuleOp) -> Program:
     steps = []
     outputs: tuple[int, ...] = ()
     known: dict = {}  # values computable at compile time (constants and ops on them)
+    roots: set[int] = set()  # steps kept though no output reads them (their effects)
     for op in block.ops:
         if isinstance(op, func.ReturnOp):
             outputs = tuple(slots[v] for v in op.arguments)
@@ -234,6 +238,13 @@ def compile_module(module: ModuleOp) -> Program:
         if rule is None:
             raise NotImplementedError(f"numpy backend: no rule for {op.name}")
         run = rule(op)
+        if not op.results or not would_be_trivially_dead(op):
+            # an op kept for its effect (numpy's error or flags): its step runs
+            roots.add(len(slots))
+        if not op.results:
+            slots[op] = len(slots)
+            steps.append((run, tuple(slots[v] for v in op.operands), slots[op]))
+            continue
         if len(op.results) > 1:  # its results: one step each, reading the routine's tuple
             ins = tuple(slots[v] for v in op.operands)
             slots[op] = len(slots)
@@ -244,7 +255,9 @@ def compile_module(module: ModuleOp) -> Program:
             continue
         res = op.results[0]
         slots[res] = len(slots)
-        if all(v in known for v in op.operands):
+        if all(v in known for v in op.operands) and not A.fp_flags(op):
+            # (an op that can raise a floating-point flag runs with the
+            # program: its flags are the call's, as numpy's own are)
             with np.errstate(all="ignore"):
                 # as computed (a broadcast stays a stride-0 view): numpy kernels
                 # that depend on strides then see what eager numpy would
@@ -256,7 +269,7 @@ def compile_module(module: ModuleOp) -> Program:
             continue
         steps.append((run, tuple(slots[v] for v in op.operands), slots[res]))
     # steps that only feed folded values are dead
-    live = set(outputs)
+    live = set(outputs) | roots
     kept = []
     for run, ins, out in reversed(steps):
         if out in live:

@@ -534,6 +534,9 @@ class KernelCodegen:
         if isinstance(op, L.IndexOp):
             self.vals[op.result] = self.checked_index(op)
             return
+        if isinstance(op, L.FlagsOp):
+            self.keep_flags(self.value(op.value, w))
+            return
         if op.results and op.results[0] in self.row_reads:
             row, index = self.row_reads[op.results[0]]
             self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
@@ -560,6 +563,36 @@ class KernelCodegen:
         elif (llvm_math is not None and name in llvm_math.SUPPORTED and is_float(t)
               and isinstance(_element(r.type), (ir.FloatType, ir.DoubleType, ir.HalfType))):
             self.math_flags(name, args, r)
+
+    def keep_flags(self, v: ir.Value) -> None:
+        """`loop.flags`: v is computed for the flags it raises and nothing
+        reads it. An empty `asm` that takes it in registers (and touches no
+        memory) keeps LLVM from dropping the computation as dead; a vector
+        goes in 128-bit pieces, which every x86-64 register file holds. The
+        flags of the ops LLVM computes in software (`op_flags`) are the
+        body's own already; elsewhere than on x86 those are all there is."""
+        if not X86 or v.type == I1 or (isinstance(v.type, ir.VectorType)
+                                       and v.type.element == I1):
+            return
+        b, ty = self.b, v.type
+        if not isinstance(ty, ir.VectorType):
+            pieces, cons = [v], "r" if isinstance(ty, ir.IntType) else "x"
+        else:
+            lanes = max(1, 128 // (item_bytes(ty.element) * 8))
+            pieces, cons = [], "x"
+            for at in range(0, ty.count, lanes):
+                idx = list(range(at, min(at + lanes, ty.count)))
+                if len(idx) == 1:
+                    el = b.extract_element(v, const(I32, idx[0]))
+                    pieces.append(el)
+                    cons = "r" if isinstance(el.type, ir.IntType) else "x"
+                    continue
+                pieces.append(v if len(idx) == ty.count else b.shuffle_vector(
+                    v, ir.Constant(ty, ir.Undefined), ir.Constant(ir.VectorType(I32, len(idx)), idx)))
+        for piece in pieces:
+            c = "r" if isinstance(piece.type, ir.IntType) else cons
+            asm = ir.InlineAsm(ir.FunctionType(VOID, [piece.type]), "", c, side_effect=True)
+            b.call(asm, [piece])
 
     def int_division_flags(self, name: str, t, a: ir.Value, y: ir.Value) -> None:
         """numpy's integer loops: divide for a zero divisor, overflow for

@@ -116,11 +116,12 @@ def test_dump_lists_remat_and_prints_the_halves_after_it(tmp_path):
     code, out = run_main(f"{p}::loss", "--args", "f32[4,8] f32[8,3]", "--grad", "--passes")
     assert code == 0, out
     listed = re.findall(r"^//\s+\d+\. (\S+)", out, re.M)
-    assert listed[0] == "remat" and listed == [s.name for s in pipeline.pipeline("cpu")] + \
+    assert listed[:2] == ["keep-flags", "remat"] and listed == [
+        s.name for s in pipeline.pipeline("cpu")] + \
         [n for n, _ in pipeline.EMITTERS["cpu"]]
     headers = re.findall(r"^// -----// IR after ([^(]+?) \((\d+\.\d+) ms\) //----- //$", out, re.M)
     names = [h[0] for h in headers]
-    tensor = ["remat"] + [s.name for s in pipeline.tensor_passes()]
+    tensor = ["keep-flags", "remat"] + [s.name for s in pipeline.tensor_passes()]
     below = [s.name for s in pipeline.lower_passes("cpu")]
     assert names == tensor + [f"{n} of the forward" for n in below] + \
         [f"{n} of the backward" for n in below]
@@ -145,7 +146,7 @@ def test_perf_log_times_remat_once_and_each_half_below_the_tensor_level(caplog):
         cf(*loss_args())
     stages = [m.group(1) for r in caplog.records
               if (m := re.match(r"stage (\S+): ", r.getMessage()))]
-    tensor = ["remat"] + [s.name for s in pipeline.tensor_passes()]
+    tensor = ["keep-flags", "remat"] + [s.name for s in pipeline.tensor_passes()]
     half = [s.name for s in pipeline.lower_passes("cpu")] + \
         [n for n, _ in pipeline.EMITTERS["cpu"]]
     assert stages == tensor + half + half

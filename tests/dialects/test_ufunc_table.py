@@ -43,12 +43,17 @@ def test_every_rewrite_names_an_upstream_op_of_the_ufunc_s_arity():
 
 
 def test_a_malformed_row_is_an_error():
-    good = "add 2 1 exact cheap cheap all rule 1 arith.addf arith.addi arith.ori -"
+    good = "add 2 1 exact cheap cheap all rule 1 arith.addf arith.addi arith.ori - io"
     assert U._parse(good) == (U.UFUNCS["add"],)
-    with pytest.raises(U.UfuncTableError, match="13"):
+    with pytest.raises(U.UfuncTableError, match="14"):
         U._parse("add 2 1 exact cheap")
     with pytest.raises(U.UfuncTableError, match="cost"):
         U._parse(good.replace("exact cheap", "exact pricey"))
+    with pytest.raises(U.UfuncTableError, match="fpe"):
+        U._parse(good.replace(" io", " ix"))
+    (row,) = U._parse(good.replace(" io", " diou/do"))
+    assert row.fpe(False) == {"divide", "over", "under", "invalid"}
+    assert row.fpe(True) == {"divide", "over"}
 
 
 def test_an_inconsistent_table_is_an_error():
