@@ -411,7 +411,9 @@ def print_lower_stages(d: Dump, out: TextIO, which: Sequence[str]) -> None:
         if "triton" in which:
             from .codegen.triton_kernel import module_text
 
-            texts["triton"] = module_text(final)
+            # (the GPU backend's own kernel level: its reductions split, its
+            # kernels computing float16 and bfloat16 values)
+            texts["triton"] = module_text(lower(module, "gpu", ["C"] * n)[0])
         for st in which:
             graph = f" graph {i}" if len(d.modules) > 1 else ""
             out.write(f"// -----// {st} level{graph} //----- //\n")

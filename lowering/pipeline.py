@@ -136,7 +136,8 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> lis
         return []
     if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
         return [AnnotateLayouts(tuple(layouts)),
-                LowerToLoop(shared_rows=backend == "cpu", threads=cpu.THREADS,
+                LowerToLoop(shared_rows=backend == "cpu", half_kernels=backend == "gpu",
+                            threads=cpu.THREADS,
                             parallel_threshold=cpu.PARALLEL_THRESHOLD),
                 Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
                          parallel_threshold=cpu.PARALLEL_THRESHOLD,

@@ -35,6 +35,7 @@ leaves a reason (`LoweringReport`), which `explain` shows."""
 from __future__ import annotations
 
 from collections import Counter
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from xdsl.context import Context
@@ -107,10 +108,18 @@ def is_view(op: Operation) -> bool:
     return isinstance(op, (A.BroadcastOp, A.TransposeOp, A.SliceOp, A.ReshapeOp))
 
 
+# whether the function being lowered is for a backend whose kernels compute
+# float16 and bfloat16 values (LowerToLoop.half_kernels: the GPU's Triton)
+_HALF_KERNELS: ContextVar[bool] = ContextVar("half_kernels", default=False)
+
+
 def _half(v: SSAValue) -> bool:
+    """A float16 or bfloat16 value that generated code does not hold (the
+    CPU's: numpy computes it, an extern)."""
     from xdsl.dialects.builtin import BFloat16Type, Float16Type
 
-    return isinstance(getattr(v.type, "element_type", None), (Float16Type, BFloat16Type))
+    return not _HALF_KERNELS.get() and isinstance(getattr(v.type, "element_type", None),
+                                                  (Float16Type, BFloat16Type))
 
 
 def generated(op: Operation) -> bool:
@@ -2085,9 +2094,21 @@ class LowerToLoop(ModulePass):
     # `parallel_threshold` elements on (the CPU runtime's: `pipeline`)
     threads: int = 1
     parallel_threshold: int = 1 << 20
+    # kernels compute float16 and bfloat16 ops (in float32, rounded once to
+    # the result type, as numpy's loops do: Triton), instead of numpy (LLVM on
+    # the CPU: its half conversions call compiler-rt routines a JIT process
+    # may lack)
+    half_kernels: bool = False
     reports: list = field(default_factory=list, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        token = _HALF_KERNELS.set(self.half_kernels)
+        try:
+            self._lower(op)
+        finally:
+            _HALF_KERNELS.reset(token)
+
+    def _lower(self, op: ModuleOp) -> None:
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
                 new, report = lower_func(f, self.shared_rows, self.threads,

@@ -30,6 +30,7 @@ import sys
 from collections.abc import Callable, Sequence
 from functools import lru_cache, partial
 
+import ml_dtypes
 import numpy as np
 
 
@@ -176,9 +177,13 @@ class TorchDevice(Device):
             a = np.ascontiguousarray(a)
         if a.dtype == np.bool_:
             return t.from_numpy(a.view(np.uint8)).to(self.dev).view(t.bool)
+        if a.dtype == _BFLOAT16:  # (torch has no numpy bfloat16: its bits as int16)
+            return t.from_numpy(a.view(np.int16)).to(self.dev).view(t.bfloat16)
         return t.from_numpy(a).to(self.dev)
 
     def to_host(self, x):
+        if x.dtype == self.torch.bfloat16:  # (ml_dtypes' bfloat16: the same bits)
+            return x.cpu().view(self.torch.int16).numpy().view(_BFLOAT16)
         return x.cpu().numpy()
 
     def copy(self, x):
@@ -488,6 +493,9 @@ def _capture_work(work, stream: int, end: Callable[[], None]) -> None:
             pass
         raise
     end()
+
+
+_BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # torch.bfloat16's numpy dtype (names match)
 
 
 def tl_dtype(dt: np.dtype):

@@ -58,8 +58,53 @@ def load(tk: TritonKernel, interpret: bool = False):
                 os.environ["TRITON_INTERPRET"] = before
         if interpret:
             g["libdevice"] = INTERPRETER_LIBDEVICE
+            _exact_bfloat16_conversions()
         _MODULES[key] = g
     return g[tk.fn_name]
+
+
+_PATCHED: list[bool] = []
+
+
+def _exact_bfloat16_conversions() -> None:
+    """Triton's interpreter converts float32 to bfloat16 by truncation (and
+    loses NaN, infinities and subnormals both ways), where the GPU's
+    `cvt.rn.bf16.f32` rounds to nearest even: its conversions between the
+    two are replaced by ml_dtypes' (round to nearest even, NaN kept), once,
+    so that the interpreter computes what the device does."""
+    if _PATCHED:
+        return
+    import ml_dtypes
+    import triton.language as tl
+    from triton.runtime import interpreter as I
+
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    B = I.InterpreterBuilder
+
+    def convert(src, dst_type):
+        s, d = src.dtype.scalar, dst_type.scalar
+        if s == tl.bfloat16 and d == tl.float32:
+            return I.TensorHandle(src.data.view(bf16).astype(np.float32), tl.float32)
+        if s == tl.float32 and d == tl.bfloat16:
+            data = np.asarray(src.data, np.float32).astype(bf16).view(np.uint16)
+            return I.TensorHandle(data, tl.bfloat16)
+        return None
+
+    cast_impl, fp_to_fp = B.cast_impl, B.create_fp_to_fp
+
+    def exact_cast(self, src, dst_type):
+        r = convert(src, dst_type)
+        return r if r is not None else cast_impl(self, src, dst_type)
+
+    def exact_fp_to_fp(self, src, dst_type, rounding_mode):
+        r = convert(src, dst_type)
+        return r if r is not None else fp_to_fp(self, src, dst_type, rounding_mode)
+
+    B.cast_impl = exact_cast
+    for name in ("create_fp_ext", "create_fp_trunc"):
+        setattr(B, name, exact_cast)
+    B.create_fp_to_fp = exact_fp_to_fp
+    _PATCHED.append(True)
 
 
 def _import_triton() -> None:

@@ -87,6 +87,7 @@ from .triton_ops import (
     helpers_called,
     is_bool,
     is_float,
+    is_half,
     reduce_neutral,
     tl_dtype,
     type_code,
@@ -703,8 +704,8 @@ class KernelEmitter:
         """(accumulator dtype, elementwise combine: a format of (acc, value),
         or a helper's name for argmax/argmin)."""
         if kind in ("argmax", "argmin"):
-            return (tl_dtype(yt, self.index_bits) if not is_bool(yt) else "tl.int8",
-                    f"_combine_{kind}")
+            return ("tl.int8" if is_bool(yt) else "tl.float32" if is_half(yt)
+                    else tl_dtype(yt, self.index_bits), f"_combine_{kind}")
         if kind in ("any", "all") or is_bool(yt):
             k = {"sum": "any", "max": "any", "prod": "all", "min": "all"}.get(kind, kind)
             return "tl.int1", "({} | {})" if k == "any" else "({} & {})"
@@ -721,7 +722,8 @@ class KernelEmitter:
         if kind in ("any", "all"):
             return y if is_bool(yt) else f"({y} != 0)"
         if kind in ("argmax", "argmin"):
-            return f"{y}.to(tl.int8)" if is_bool(yt) else y
+            return f"{y}.to(tl.int8)" if is_bool(yt) else f"{y}.to(tl.float32)" if is_half(yt) \
+                else y
         if is_bool(yt):
             return y
         return f"{y}.to({acc_t})" if type_code(yt) in ("fp16", "bf16") else y

@@ -77,6 +77,12 @@ def is_float(t: Attribute) -> bool:
     return isinstance(t, (Float16Type, Float32Type, Float64Type, BFloat16Type))
 
 
+def is_half(t: Attribute | None) -> bool:
+    """float16 or bfloat16: values a kernel loads and stores in their type
+    and computes on in float32 (`TritonOps.ufunc`)."""
+    return isinstance(t, (Float16Type, BFloat16Type))
+
+
 def is_unsigned(t: Attribute) -> bool:
     return isinstance(t, IntegerType) and t.signedness.data == Signedness.UNSIGNED
 
@@ -689,6 +695,11 @@ _CMP = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _UNORDERED_NOT = {"ult": ">=", "ule": ">", "ugt": "<=", "uge": "<"}
 
 
+# float16 maximum/minimum/fmax/fmin: (comparison, the operand whose NaN picks a)
+_HALF_EXTREMES = {"maximum": (">=", 0), "minimum": ("<=", 0), "fmax": (">=", 1),
+                  "fmin": ("<=", 1)}
+
+
 class TritonOps(ScalarOps[str]):
     """The scalar ops of one kernel's body as Triton text, for the kernel
     emitter `em` (which owns the variables, their types and the helpers)."""
@@ -733,6 +744,55 @@ class TritonOps(ScalarOps[str]):
         fn = "tl.div_rn" if op == "div" else "tl.sqrt_rn"
         return self.float_fn(lambda *x: f"{fn}({', '.join(x)})", list(args), rt)
 
+    # ---- float16 and bfloat16: in float32, rounded once to the result type ----
+    # (numpy's float16 loops and ml_dtypes' bfloat16 ones compute so; Triton's
+    # interpreter has no arithmetic, comparison or integer conversion of
+    # bfloat16 values at all: it holds them as their bits)
+    def widen(self, x: str, t: Attribute | None) -> str:
+        """x in float32 where it is a float16/bfloat16 value (exact)."""
+        return self.let(f"{x}.to(tl.float32)") if is_half(t) else x
+
+    def ufunc(self, fn, args, in_types, rt):
+        if not (is_half(rt) or any(is_half(t) for t in in_types)):
+            return super().ufunc(fn, args, in_types, rt)
+        f32 = Float32Type()
+        xs = [self.widen(a, t) for a, t in zip(args, in_types)]
+        r = super().ufunc(fn, xs, [f32 if is_half(t) else t for t in in_types],
+                          f32 if is_half(rt) else rt)
+        if fn == "sign" and isinstance(rt, BFloat16Type):  # (ml_dtypes': a zero keeps its sign)
+            r = f"tl.where({xs[0]} == 0, {xs[0]}, {r})"
+        if fn in _HALF_EXTREMES and isinstance(rt, Float16Type):
+            # numpy's float16 loops: of equal values (0.0 and -0.0) the first
+            op, nan = _HALF_EXTREMES[fn]
+            a, b = xs
+            r = f"tl.where(({a} {op} {b}) | ({xs[nan]} != {xs[nan]}), {a}, {b})"
+        return f"{r}.to({self.dtype(rt)})" if is_half(rt) else r
+
+    def upstream(self, name, args, rt):
+        if not is_half(rt):
+            return super().upstream(name, args, rt)
+        xs = [self.widen(a, self.em.type_of(a)) for a in args]
+        return f"{super().upstream(name, xs, Float32Type())}.to({self.dtype(rt)})"
+
+    def to_half(self, x: str, src: Attribute, dst: Attribute) -> str:
+        """numpy's (ml_dtypes') cast to float16/bfloat16: one rounding of the
+        exact value (float32 and narrower: Triton's round-to-nearest-even
+        conversion; float64, and integers through float64 as ml_dtypes
+        converts them: rounded to odd in float32 first, which keeps the one
+        rounding to the narrower type exact)."""
+        if isinstance(src, Float32Type):
+            return f"{x}.to({self.dtype(dst)})"
+        if is_half(src) or is_bool(src):
+            return f"{x}.to(tl.float32).to({self.dtype(dst)})"
+        if not isinstance(src, Float64Type):
+            x = self.let(f"{x}.to(tl.float64)")
+        t = self.let(f"{x}.to(tl.float32)")  # (nearest: one step from x's truncation)
+        bits = self.let(f"{t}.to(tl.int32, bitcast=True)")
+        tz = self.let(f"tl.where(tl.abs({t}.to(tl.float64)) > tl.abs({x}), {bits} - 1, {bits})")
+        odd = self.let(f"tl.where({tz}.to(tl.float32, bitcast=True).to(tl.float64) != {x}, "
+                       f"{tz} | 1, {tz})")
+        return f"{odd}.to(tl.float32, bitcast=True).to({self.dtype(dst)})"
+
     # ---- the protocol ----
     def constant(self, text, rt):
         if isinstance(rt, IndexType):
@@ -748,11 +808,30 @@ class TritonOps(ScalarOps[str]):
             return x
         if isinstance(dst, IndexType) or isinstance(src, IndexType):
             return f"{x}.to({self.dtype(dst)})"
+        if is_half(dst):
+            return self.to_half(x, src, dst)
+        if isinstance(src, BFloat16Type) and isinstance(dst, IntegerType) and not is_bool(dst):
+            return self.bfloat16_to_int(self.widen(x, src), dst)
+        if is_half(src):
+            x, src = self.widen(x, src), Float32Type()
+            if isinstance(dst, Float32Type):
+                return x
         if is_bool(dst):
             return f"({x} != 0)"
         if is_float(src) and not is_float(dst):
             return self.float_to_int(x, src, dst)
         return f"{x}.to({self.dtype(dst)})"
+
+    def bfloat16_to_int(self, x: str, dst: Attribute) -> str:
+        """ml_dtypes' cast of bfloat16 (here in float32) to an integer type:
+        the value truncated toward zero where that lies in the type's range,
+        else 0 (NaN and the infinities too), unlike numpy's float loops."""
+        w = width(dst)
+        lo, hi = (0.0, float(2 ** w)) if is_unsigned(dst) else \
+            (-float(2 ** (w - 1)), float(2 ** (w - 1)))
+        t = self.let(f"libdevice.trunc({x})")
+        ok = self.let(f"({t} >= {lo!r}) & ({t} < {hi!r})")
+        return f"tl.where({ok}, tl.where({ok}, {t}, 0.0).to({self.dtype(dst)}), 0)"
 
     def float_to_int(self, x: str, src: Attribute, dst: Attribute) -> str:
         """numpy's casts on x86 (cvtt): NaN and out-of-range give the
@@ -780,6 +859,7 @@ class TritonOps(ScalarOps[str]):
         return f"{v}.to({self.dtype(dst)})"  # truncation
 
     def cmpf(self, predicate, a, b):
+        a, b = (self.widen(x, self.em.type_of(x)) for x in (a, b))
         if predicate == "false":
             return f"(({a} != {a}) & ({a} == {a}))"
         if predicate == "true":

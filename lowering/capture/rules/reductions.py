@@ -171,7 +171,10 @@ def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoVal
         # float32 and round once, as torch's do (lowering/testing.py: their
         # tolerance, and the float32 reference the tests compare with)
         f32 = np.dtype(np.float32)
-        v = p.cast(p.reduce(p.cast(x._v(), f32), kind, axes), res_dt)
+        v = p.reduce(p.cast(x._v(), f32), kind, axes)
+        if kind == "sum":  # (from the identity +0.0, as numpy's float32 sum: -0.0 + 0.0)
+            v = p.ufunc("add", [v, p.broadcast(p.constant(0.0, f32), out_shape)], f32)
+        v = p.cast(v, res_dt)
     else:
         v = p.reduce(p.cast(x._v(), res_dt), kind, axes)
         if kind == "sum" and not axes and dtype_kind(res_dt) == "f" and init is None:
