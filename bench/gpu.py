@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dialects.dtypes import BFLOAT16 as BF16
+
 # the workloads: the CPU benchmark's numpy programs (lowering compiles these)
 from lowering.examples import gelu, layernorm, rmsnorm, softmax
 
@@ -205,6 +207,8 @@ def main(argv: list[str]) -> int:
                     f"{x['config'][0]} w{x['config'][1]}: {x['ms']:.3f}" for x in c[:6]), flush=True)
         rows.append(row)
     w5 = {} if only and "w5" not in only else w5_step(torch, lowering, bench, dev, args.quick)
+    bf16 = {} if only and "bf16" not in only else \
+        bf16_rows(torch, lowering, bench, dev, args.quick, copy_gbs, peers)
     # W6: the per-call cost of x*2+1 on 16 float32 elements, device-resident
     x16 = torch.randn(16, device=dev)
 
@@ -235,7 +239,7 @@ def main(argv: list[str]) -> int:
               "copy_GBps": copy_gbs, "torch": torch.__version__,
               "triton": __import__("triton").__version__, "python": platform.python_version(),
               "flush_l2": bool(args.flush), "rows": rows,
-              "w6_us": w6_us, "w5": w5}
+              "w6_us": w6_us, "w5": w5, "bf16": bf16}
     args.out_dir.mkdir(parents=True, exist_ok=True)
     (args.out_dir / f"{host}-gpu.json").write_text(json.dumps(result, indent=1))
     md = report(result, peers)
@@ -306,6 +310,110 @@ def w5_step(torch, lowering, bench, dev, quick: bool) -> dict:
     return out
 
 
+def mlp_loss_bf16(X, W1, b1, W2, b2, Y):
+    """W5's GPU variant in bfloat16: numpy's bf16 @ bf16 is float32 (no bf16
+    loop), rounded to bfloat16 as torch's bf16 matmul rounds its output, so
+    the program computes what torch's does in bfloat16."""
+    h = (X @ W1).astype(BF16) + b1
+    g = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3)))
+    out = (g @ W2).astype(BF16) + b2
+    return ((out - Y) ** 2).mean()
+
+
+def _t_bf16(torch, dev, a):
+    """A torch.bfloat16 device tensor of an ml_dtypes bfloat16 array (its bits)."""
+    return torch.from_numpy(np.ascontiguousarray(a).view(np.int16)).to(dev).view(torch.bfloat16)
+
+
+def bf16_rows(torch, lowering, bench, dev, quick: bool, copy_gbs: float, peers) -> dict:
+    """The bfloat16 anchors of BENCH.md: LayerNorm bf16 16384x4096 and the W5
+    bf16 MLP step (value and 4 gradients) on torch.bfloat16 tensors, against
+    torch eager and torch.compile in bfloat16; each checked against float64
+    (relative error <= 2e-2: bfloat16 roundings along the way)."""
+    out: dict = {}
+    rng = np.random.default_rng(7)
+    rows, cols = (1024, 4096) if quick else (16384, 4096)
+    x = rng.standard_normal((rows, cols)).astype(BF16)
+    w = (1 + 0.1 * rng.standard_normal(cols)).astype(BF16)
+    b = (0.1 * rng.standard_normal(cols)).astype(BF16)
+    ref = layernorm(*[a.astype(np.float64) for a in (x, w, b)])
+    t_in = [_t_bf16(torch, dev, a) for a in (x, w, b)]
+    nbytes = 2 * (x.size * 2 + w.size + b.size)
+    roof = nbytes / copy_gbs / 1e6
+    tln = torch_fns(torch)["layernorm"]
+    runs = {"lowering": lowering.compile(layernorm, backend="gpu")}
+    if "torch" in peers:
+        runs["torch"] = tln
+    if "torch.compile" in peers:
+        runs["torch.compile"] = torch.compile(tln)
+    if "torch.compile-max" in peers:
+        runs["torch.compile-max"] = torch.compile(tln, mode="max-autotune-no-cudagraphs")
+    ln = {"shape": [rows, cols], "roofline_ms": roof}
+    for peer, f in runs.items():
+        entry: dict = {}
+        try:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            got = f(*t_in)
+            torch.cuda.synchronize()
+            entry["first_call_ms"] = (time.perf_counter() - t0) * 1e3
+            entry["rel_err"] = rel_err(got.float().cpu().numpy(), ref)
+            entry["ok"] = entry["rel_err"] <= 2e-2
+            entry["ms"] = bench(lambda: f(*t_in))
+            entry["pct_roofline"] = 100 * roof / entry["ms"]
+        except Exception as e:  # a peer's failure is a row, not the end of the run
+            entry["error"] = f"{type(e).__name__}: {e}"[:300]
+        ln[peer] = entry
+        print("LayerNorm bf16", peer, entry, flush=True)
+    out["layernorm"] = ln
+
+    n, d, hdim = (512, 256, 1024) if quick else (4096, 1024, 4096)
+    host = [rng.standard_normal((n, d)), rng.standard_normal((d, hdim)) / np.sqrt(d),
+            0.1 * rng.standard_normal(hdim), rng.standard_normal((hdim, d)) / np.sqrt(hdim),
+            0.1 * rng.standard_normal(d), rng.standard_normal((n, d))]
+    hb = [a.astype(BF16) for a in host]
+    ref_v, ref_g = lowering.compile(lowering.value_and_grad(mlp_loss, argnums=(1, 2, 3, 4)),
+                                    backend="numpy")(*[a.astype(np.float64) for a in hb])
+    t_in = [_t_bf16(torch, dev, a) for a in hb]
+
+    def t_loss(X, W1, b1, W2, b2, Y):
+        h = X @ W1 + b1
+        g = 0.5 * h * (1.0 + torch.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3)))
+        return ((g @ W2 + b2 - Y) ** 2).mean()
+
+    t_step = torch.func.grad_and_value(t_loss, argnums=(1, 2, 3, 4))
+    step = lowering.value_and_grad(mlp_loss_bf16, argnums=(1, 2, 3, 4))
+    runs = {"lowering": lowering.compile(step, backend="gpu"),
+            "lowering-reduce-overhead": lowering.compile(step, backend="gpu",
+                                                         mode="reduce-overhead"),
+            "torch": lambda *a: tuple(reversed(t_step(*a))),
+            "torch.compile": (lambda f: lambda *a: tuple(reversed(f(*a))))(torch.compile(t_step))}
+    w5 = {"shapes": [n, d, hdim]}
+    for peer, f in runs.items():
+        entry = {}
+        try:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            v, g = f(*t_in)
+            torch.cuda.synchronize()
+            entry["first_call_ms"] = (time.perf_counter() - t0) * 1e3
+            fv = v.float().cpu().numpy() if hasattr(v, "cpu") else np.float64(v)
+            errs = [rel_err(fv, np.asarray(ref_v))]
+            errs += [rel_err(gi.float().cpu().numpy(), ri) for gi, ri in zip(g, ref_g)]
+            entry["rel_err"] = max(errs)
+            entry["ok"] = entry["rel_err"] <= 2e-2
+            f(*t_in)  # (reduce-overhead: the device entry's first call captures)
+            entry["ms"] = bench(lambda: f(*t_in))
+            if peer.startswith("lowering"):
+                entry["stats"] = dict(f.stats)
+        except Exception as e:  # a peer's failure is a row, not the end of the run
+            entry["error"] = f"{type(e).__name__}: {e}"[:300]
+        w5[peer] = entry
+        print("W5 bf16", peer, {k: v for k, v in entry.items() if k != "stats"}, flush=True)
+    out["w5"] = w5
+    return out
+
+
 def report(result, peers) -> str:
     lines = [f"# GPU workloads — {result['device']}", "",
              f"`python -m bench --gpu` — {result['date']}; torch {result['torch']}, "
@@ -341,6 +449,23 @@ def report(result, peers) -> str:
         lines += ["", f"W5 fp32 MLP step ({w5['shapes']}: value and 4 gradients), median ms: "
                   + ", ".join(f"{p} {w5cell(w5.get(p))}" for p in (
                       "lowering", "lowering-reduce-overhead", "torch", "torch.compile"))]
+    bf = result.get("bf16") or {}
+    if bf:
+        def bcell(e):
+            if not e or "ms" not in e:
+                return (e or {}).get("error", "–")[:60]
+            pct = f" ({e['pct_roofline']:.0f}%)" if "pct_roofline" in e else ""
+            return f"{e['ms']:.3f}{pct}" + ("" if e.get("ok") else " ✗")
+        ln, w5b = bf.get("layernorm") or {}, bf.get("w5") or {}
+        if ln:
+            lines += ["", f"LayerNorm bf16 {ln['shape']}, median ms (% of roofline): "
+                      + ", ".join(f"{p} {bcell(ln.get(p))}" for p in
+                                  ("lowering", "torch", "torch.compile", "torch.compile-max")
+                                  if p in ln)]
+        if w5b:
+            lines += ["", f"W5 bf16 MLP step ({w5b['shapes']}: value and 4 gradients), "
+                      "median ms: " + ", ".join(f"{p} {bcell(w5b.get(p))}" for p in (
+                          "lowering", "lowering-reduce-overhead", "torch", "torch.compile"))]
     w6 = result["w6_us"]
     lines += ["", "W6 (x*2+1 on 16 elements, host time per call, device-resident): "
               + ", ".join(f"{k} {v:.1f} µs" for k, v in w6.items()), ""]
