@@ -46,6 +46,12 @@ _FROM_IR = {v: k for k, v in _TO_IR.items()}
 
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+
+
+def finfo(dtype):
+    """np.finfo, bfloat16 included (numpy's own refuses ml_dtypes' types
+    with some numpy and ml_dtypes versions; ml_dtypes.finfo takes both)."""
+    return ml_dtypes.finfo(dtype)
 """bfloat16: numpy has none; ml_dtypes' (the one JAX uses) is the numpy dtype of
 torch.bfloat16 tensors and of bf16 IR values. Its ufunc loops compute in
 float32 and round once, as numpy's float16 loops do; numpy's promotion rules

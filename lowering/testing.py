@@ -82,7 +82,7 @@ from typing import Any
 import numpy as np
 
 from dialects import ufuncs as _U
-from dialects.dtypes import BFLOAT16
+from dialects.dtypes import BFLOAT16, finfo
 from dialects.dtypes import kind as dtype_kind
 
 from . import pytree
@@ -111,13 +111,13 @@ class ToleranceTable(dict):
         if op_class == "exact" or dtype_kind(dt) not in "fc":
             return 0.0
         if op_class == "reduction" and dt in ACCUMULATES_IN:
-            return float(np.finfo(dt).eps) + self.rtol(ACCUMULATES_IN[dt], op_class, n)
+            return float(finfo(dt).eps) + self.rtol(ACCUMULATES_IN[dt], op_class, n)
         base = self.get(dt, self.get(np.dtype(dt.char.lower()), 0.0))
         return base * max(int(n), 1) if op_class in ("reduction", "gradient") else base
 
 
 TOLERANCES: ToleranceTable = ToleranceTable(
-    {dt: ulps * float(np.finfo(dt).eps) for dt, ulps in POINTWISE_ULPS.items()}
+    {dt: ulps * float(finfo(dt).eps) for dt, ulps in POINTWISE_ULPS.items()}
 )
 TOLERANCES[np.dtype(np.complex64)] = TOLERANCES[np.dtype(np.float32)]
 # dtypes whose sums and products the compiler accumulates in a wider dtype than
@@ -191,7 +191,7 @@ def assert_same_value(got: Any, want: Any, rtol: float | None = None, what: str 
                 ok = g[fin] == w[fin]
             else:
                 gf, wf = g[fin].astype(np.float64), w[fin].astype(np.float64)
-                ok = np.abs(gf - wf) <= tol * np.abs(wf) + float(np.finfo(w.dtype).tiny)
+                ok = np.abs(gf - wf) <= tol * np.abs(wf) + float(finfo(w.dtype).tiny)
             assert np.all(ok), f"{what}: values differ beyond rtol={tol}{detail()}"
             # the sign of a zero is fixed by IEEE whatever the evaluation order
             zero = (w == 0) & (g == 0)
@@ -329,7 +329,7 @@ def edge_values(dtype: Any) -> list:
         if dt.kind == "i":
             vals |= {-1, -2, -3}
         return sorted(vals)
-    fi = np.finfo(dt)
+    fi = finfo(dt)
     vals = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 1.5, 2.5, -2.5, 3.0, np.nan, np.inf, -np.inf,
             fi.tiny, -fi.tiny, fi.smallest_subnormal, -fi.smallest_subnormal, fi.max, -fi.max,
             fi.eps, 1 + fi.eps, np.pi, -np.pi / 2, 88.0, 710.0, 1e-7]
@@ -724,7 +724,7 @@ def programs(min_ops: int = 2, max_ops: int = 30, max_inputs: int = 3, dtype: An
         ns: dict[str, Any] = {"np": np}
         exec(compile(source, "<program>", "exec"), ns)  # noqa: S102
         floats = [n.dtype for n in nodes if n.dtype.kind == "f"]
-        eps = max((float(np.finfo(d).eps) for d in floats), default=0.0)
+        eps = max((float(finfo(d).eps) for d in floats), default=0.0)
         ulps = max(n.ulps for n in nodes)
         rtol = ulps * eps if ulps else 0.0
         return Program(ns["program"], tuple(args), source, rtol)

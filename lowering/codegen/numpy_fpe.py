@@ -50,6 +50,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dialects.dtypes import finfo
+
 TYPES = {"half": np.float16, "float": np.float32, "double": np.float64}
 _UINT = {np.float16: np.uint16, np.float32: np.uint32, np.float64: np.uint64}
 N = 37  # lanes of a probe: a SIMD body and a tail at any vector width
@@ -164,7 +166,7 @@ def _pow_inf_overflow_bound(dtype) -> float | None:
         x = _lanes(bits, dtype)
         return _raises("over", np.power, x, np.full(x.size, np.inf, dtype))
 
-    one, top = _bits(1.0, dtype), _bits(float(np.finfo(dtype).max), dtype)
+    one, top = _bits(1.0, dtype), _bits(float(finfo(dtype).max), dtype)
     if not raises(top) or raises(one):
         return None
     what = f"overflow for {np.dtype(dtype).name} x ** inf"
@@ -174,7 +176,7 @@ def _pow_inf_overflow_bound(dtype) -> float | None:
 def _pow_exact_tiny_underflows(dtype) -> bool:
     """Whether numpy flags tiny powers that are exact (2^k ** y, y k an
     integer): the smallest subnormal ** 1, 2^-s ** 1, 0.5 ** s, 2^-j ** 2."""
-    f = np.finfo(dtype)
+    f = finfo(dtype)
     bias, mant = 1 - f.minexp, f.nmant  # (127, 23 for float32)
     s = bias - 1 + mant // 2  # 2^-s is subnormal, and so is 2^-2j
     j = (s + 1) // 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from dialects.dtypes import finfo
 from dialects.dtypes import kind as dtype_kind
 from dialects.symbols import broadcast_shapes
 
@@ -165,7 +166,7 @@ def nan_to_num(tr, x, copy=True, nan=0.0, posinf=None, neginf=None):
     if dtype_kind(dt) != "f":
         res = t if not copy else tr.wrap(t._v())
     else:
-        info = np.finfo(dt)
+        info = finfo(dt)
         maxf = info.max if posinf is None else posinf
         minf = info.min if neginf is None else neginf
         v = t._v()
