@@ -5,10 +5,11 @@ emitter's is a named xDSL `ModulePass` — the same objects `xdsl-opt -p` runs �
 and this module owns their order; a backend contributes its emitter and
 runtime and never imports the pipeline.
 
-    tensor   keep-flags (unused ops that can raise a floating-point category
-             the caller's np.errstate acts on are kept for their flags:
-             passes/keep_flags.py), remat (a joint forward+backward function
-             becomes @f_forward and
+    tensor   keep-flags (ops not computed in full — unused, or read in part:
+             a slice, an index, a gather — that can raise a floating-point
+             category the caller's np.errstate acts on are kept for their
+             flags over every element: passes/keep_flags.py), remat (a
+             joint forward+backward function becomes @f_forward and
              @f_backward, the cut recorded on them: passes/remat.py; any other
              function passes through), canonicalize, decompose,
              strength-reduce, cse, batch-routines (independent calls of one

@@ -701,10 +701,18 @@ class Lowering:
                 self.paths.append(f"{describe(op)}: {path_choice(op).reason()}")
         self._columns_of_narrow_products()
         self.order = {op: i for i, op in enumerate(self.block.ops)}
+        # values `array.flags` reads that other ops read too (in part: a
+        # slice, a gather; `passes/keep_flags.py`): computed in full for
+        # their flags in a kernel of their own where they are not realized
+        # (`flags_kernel`); that read is no use that would realize them
+        self.flag_reads = {v for op in self.block.ops if isinstance(op, A.FlagsOp)
+                           for v in op.operands if any(
+                               not isinstance(u.operation, A.FlagsOp) for u in v.uses)}
         self.uses = Counter()
         for op in self.block.ops:
             for v in op.operands:
-                self.uses[v] += 1
+                if not (isinstance(op, A.FlagsOp) and v in self.flag_reads):
+                    self.uses[v] += 1
         ret = self.block.last_op
         assert isinstance(ret, func.ReturnOp)
         self.realized.update(ret.arguments)
@@ -777,8 +785,10 @@ class Lowering:
             return list(op.results)
         if isinstance(op, A.FlagsOp):
             # computed for their flags: each in its kernel, whose stores go
-            # where nothing else reads it (`flags_only`)
-            return [o for o in op.operands if not isinstance(o, BlockArgument)]
+            # where nothing else reads it (`flags_only`); those read by
+            # other ops too where they are made (`flags_kernel`)
+            return [o for o in op.operands if not isinstance(o, BlockArgument)
+                    and o not in self.flag_reads]
         if op in self.shared:  # its own kernel over the rows of its matrix, read where it lies
             return [op.result, rows_contracted(op)[0]]
         if op in self.row_product_of:  # computed in that kernel, from W (or W.T) read where it lies
@@ -902,6 +912,7 @@ class Lowering:
         self.clobbered: dict[SSAValue, list[tuple[Operation, tuple | None]]] = {}
         self.sharing: dict[SSAValue, list[SSAValue]] = {}  # buffer -> the values it held
         self.conflicts: dict[Operation, str] = {}  # assignments that wrote over a value read later
+        self.flag_buffers: list[SSAValue] = []  # (`flags_kernel`'s)
         for op in self.block.ops:
             if isinstance(op, func.ReturnOp):
                 if self.pending:  # no reduction's pass took it: its own kernel, where it was
@@ -915,6 +926,9 @@ class Lowering:
                         self.pending.add(r)
                         continue
                     self._realize(op, r)
+            for r in op.results:
+                if r in self.flag_reads and (r not in self.buffer or r in self.overwritten):
+                    self.flags_kernel(r)
         if self.conflicts:
             ops = tuple(self.conflicts)
             raise Restart(ops[0].result, "; ".join(self.conflicts.values()), not_in_place=ops)
@@ -923,6 +937,17 @@ class Lowering:
         if self.func_op.arg_attrs is not None:
             f.arg_attrs = self.func_op.arg_attrs
         return f
+
+    def flags_kernel(self, v: SSAValue) -> None:
+        """A value read in part, not realized (or its buffer never
+        computed: slice assignments cover it), computed over all its
+        elements where it is made, for its flags: a kernel storing into a
+        buffer nothing reads, which `flags_only` turns into `loop.flags`
+        and drops. The schedule may fuse it with the kernels beside it."""
+        a = memref.AllocOp([], [], memref_of(v.type))
+        self.out.add_op(a)
+        KernelEmitter(self, v, a.memref).emit()
+        self.flag_buffers.append(a.memref)
 
     def deferrable(self, op: Operation, v: SSAValue) -> bool:
         """A realized point-wise value (no reduction, matmul or gather in its
@@ -1196,7 +1221,8 @@ def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> st
     # views). Whether each really reads dest before op's kernel writes over
     # it (a value computed inline in a later consumer would not) is checked
     # as kernels are emitted (`Lowering.read`)
-    todo = [u.operation for u in dest.uses if u.operation is not op]
+    todo = [u.operation for u in dest.uses if u.operation is not op
+            and not isinstance(u.operation, A.FlagsOp)]  # (`Lowering.flags_kernel`: before op)
     while todo:
         user = todo.pop()
         if any(r in expr for r in user.results):
@@ -2152,7 +2178,8 @@ def lower_func(f: func.FuncOp, shared_rows: bool = True, threads: int = 1,
                   parallel_threshold=parallel_threshold)
     new = lw.run()
     flags_only(new, [lw.buffer[v] for op in lw.block.ops if isinstance(op, A.FlagsOp)
-                     for v in op.operands if lw.uses[v] == 1 and v in lw.buffer])
+                     for v in op.operands if lw.uses[v] == 1 and v in lw.buffer
+                     and v not in lw.flag_reads] + lw.flag_buffers)
     return new, LoweringReport(lw.kernel_ops, lw.reasons, lw.paths)
 
 
