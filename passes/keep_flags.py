@@ -38,7 +38,7 @@ from xdsl.passes import ModulePass
 import numpy as np
 
 from dialects import array as A
-from dialects.symbols import same_type
+from dialects.symbols import same_type, symbols_of
 from dialects.ufuncs import FPE_CATEGORIES
 
 from .autograd import BWD
@@ -48,10 +48,17 @@ def _elements(t: Attribute) -> int | None:
     """The number of elements of a tensor type (None: a size symbol)."""
     n = 1
     for d in t.get_shape() if isinstance(t, TensorType) else ():
-        if not isinstance(d, int) or d < 0:
+        if type(d) is not int or d < 0:  # (a SymDim compared would record a relation)
             return None
         n *= d
     return n
+
+
+def _static(op: Operation) -> bool:
+    """A slice or slice assignment whose window is known here: no size
+    symbol in its offsets, steps or types (comparing one would record a
+    relation, a guard on the call's sizes)."""
+    return not symbols_of([*op.properties.values(), *(v.type for v in (*op.operands, *op.results))])
 
 
 # ops that read every element of each operand wherever every element of
@@ -116,7 +123,7 @@ def _read_mask(v: SSAValue, read: dict) -> np.ndarray | None:
     acc = np.zeros(shape, bool)
     for u in v.uses:
         op, got = u.operation, read.get(u.operation.results[0]) if u.operation.results else None
-        if got is None or (isinstance(got, np.ndarray) and not got.any()):
+        if got is None or (isinstance(got, np.ndarray) and not got.any()) or not _static(op):
             continue
         if isinstance(op, A.SliceOp):
             acc[_window(op, shape)] |= got
@@ -149,7 +156,7 @@ def _covered(v: SSAValue, whole: set[SSAValue]) -> bool:
     boxes = []
     for u in v.uses:
         s = u.operation
-        if not isinstance(s, A.SliceOp) or s.result not in whole or _elements(s.result.type) is None:
+        if not isinstance(s, A.SliceOp) or s.result not in whole or not _static(s):
             continue
         box = []
         for b, t, n in zip(A.ints(s.start), A.ints(s.step), s.result.type.get_shape()):
