@@ -106,8 +106,12 @@ def test_shared_passes_match_numpy_exactly_on_exact_sums(case):
         w.flat[rng.integers(0, w.size)] = np.inf
         a.flat[rng.integers(0, a.size)] = -np.inf
     fn = PROGRAMS[name]
+    # (errors ignored: under numpy's default errstate a product read in part,
+    # two_columns' z with three columns, keeps its unread column's
+    # floating-point flags, which the one-pass evaluation does not compute:
+    # the program then stays on BLAS, tests/test_errstate_partial_reads.py)
     for path in cost_model.PATHS:
-        with cost_model.forced({FORCED: path}):
+        with cost_model.forced({FORCED: path}), np.errstate(all="ignore"):
             assert uses_blas(fn, a, w, c) == (path == "library"), (path, kernels(fn, a, w, c))
             assert_matches_numpy(fn, a, w, c, rtol=0.0, calls=2, compiled=lowering.compile(fn))
 
@@ -317,7 +321,9 @@ def test_split_passes_match_numpy_exactly_on_exact_sums(case):
         a[rng.integers(0, m), rng.integers(0, k)] = -np.inf
         w.flat[rng.integers(0, w.size)] = np.inf
     fn = PROGRAMS[name]
-    with split_rows(threads), cost_model.forced({FORCED: "generated"}):
+    # (errors ignored: see test_shared_passes_match_numpy_exactly_on_exact_sums)
+    with split_rows(threads), cost_model.forced({FORCED: "generated"}), \
+            np.errstate(all="ignore"):
         assert_matches_numpy(fn, a, w, c, rtol=0.0, calls=2, compiled=lowering.compile(fn))
         names = kernels(fn, a, w, c)
         shared = m > 16 and layout == "C"
