@@ -270,6 +270,19 @@ def _implied(op: str, a, b) -> bool:
     return False
 
 
+def always(op: str, a, b) -> bool:
+    """Whether `a op b` holds for every size the symbols can take (sizes
+    are at least 2: 0 and 1 are specialized), recording nothing: for a
+    pass that must not guard the call's sizes (`s0 - 2 > 0` may not hold,
+    so it is False; `s0*s1 > 0` is True)."""
+    if not isinstance(a, SymDim) and not isinstance(b, SymDim):
+        return _COMPARE[op](int(a), int(b))
+    d = _padd(_poly_of(a), _poly_of(b), -1)
+    if not {m for m in d if m}:  # (a constant difference: the relation is its value)
+        return _COMPARE[op](d.get((), 0), 0)
+    return _implied(op, a, b) and _COMPARE[op](hint(a), hint(b))
+
+
 def _specialize(x: "SymDim") -> int:
     v = int.__int__(x)
     _record(f"{x.expr} == {v}")

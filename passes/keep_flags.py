@@ -38,7 +38,7 @@ from xdsl.passes import ModulePass
 import numpy as np
 
 from dialects import array as A
-from dialects.symbols import same_type, symbols_of
+from dialects.symbols import always, same_type, symbols_of
 from dialects.ufuncs import FPE_CATEGORIES
 
 from .autograd import BWD
@@ -52,6 +52,18 @@ def _elements(t: Attribute) -> int | None:
             return None
         n *= d
     return n
+
+
+def _empty(t: Attribute) -> bool:
+    """Whether a tensor type surely has no elements (a static 0 dim)."""
+    return isinstance(t, TensorType) and any(type(d) is int and d == 0 for d in t.get_shape())
+
+
+def _nonempty(t: Attribute) -> bool:
+    """Whether a tensor type has elements at every size: each dim a static
+    positive int or a size expression positive for all sizes (`s0`,
+    `s0*s1`, `s0 - 1`; not `s0 - 2`), asked without recording a guard."""
+    return not isinstance(t, TensorType) or all(always(">", d, 0) for d in t.get_shape())
 
 
 def _static(op: Operation) -> bool:
@@ -87,10 +99,10 @@ def reads_whole(user: Operation, i: int, whole: set[SSAValue]) -> bool:
     if not user.results or not all(r in whole for r in user.results):
         return False
     v = user.operands[i]
-    if _elements(v.type) == 0:
+    if _empty(v.type):
         return True
-    if any(_elements(r.type) in (0, None) for r in user.results):
-        return False  # (an empty result reads nothing; a symbolic one: not known here)
+    if not all(_nonempty(r.type) for r in user.results):
+        return False  # (an empty result reads nothing; one that may be empty: not known here)
     if isinstance(user, A.SliceOp):
         return _same_shape(v, user.result)
     if isinstance(user, A.GatherOp):

@@ -412,3 +412,18 @@ def test_many_size_sets_from_many_threads():
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_always_answers_for_every_size_and_records_nothing():
+    """`symbols.always`: a pass's question about sizes that must not become
+    a guard (sizes 0 and 1 are specialized, so every symbol is at least 2)."""
+    from dialects.symbols import ShapeEnv, always
+
+    with ShapeEnv() as env:
+        s0, s1 = env.symbol(5), env.symbol(2)
+        assert always(">", s0, 0) and always(">", s0 * s1, 3) and always(">", s0 - 1, 0)
+        assert not always(">", s0 - 2, 0)  # (0 at s0 == 2)
+        assert not always("==", s0, 5)  # (its value here, not at every size)
+        assert not always(">", s1 - s0, 0)
+        assert always("==", (s0 + 1) - 1, s0) and always(">", 3, 2) and not always("<", 3, 2)
+    assert env.relations == {}

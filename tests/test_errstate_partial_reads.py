@@ -249,3 +249,27 @@ def test_sizes_stay_symbolic():
         same_as_eager(f, reciprocal_inner, x, mode="warn")
     assert f.stats["compiles"] == 1
     assert f.entries[0].guards.describe()[0] == "x: ndarray float64[s0] C-contiguous writeable"
+
+
+def softmax_rows(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_values_read_in_full_are_not_kept_at_symbolic_sizes(dynamic):
+    """A value of symbolic size read in full by point-wise ops and
+    reductions is computed in full: nothing is kept for its flags (a size
+    symbol is at least 2, never empty), so the program for many sizes has
+    the kernels of the program for one."""
+    with np.errstate(all="raise"):
+        text = print_kernel(capture(softmax_rows, parse_spec("f32[40,37]"),
+                                    dynamic=True if dynamic else None))
+    assert "loop.flags" not in text and "array.flags" not in text
+    assert text.count("kernel.kernel") == 1
+
+
+def print_kernel(dump) -> str:
+    out = io.StringIO()
+    print_lower_stages(dump, out, ("kernel",))
+    return out.getvalue()
