@@ -67,6 +67,19 @@ bfloat16 loop: `a @ b` of two bfloat16 arrays is float32 (the operands cast,
 numpy's float32 matmul), and compared as float32. The bound is
 relative to the result, so it does not cover catastrophic cancellation after
 a rounded op; `programs()` adds the budgets of the ops along each path.
+
+reassociated reductions: the tolerance above covers the order in which a
+floating sum or product combines its terms while no partial result
+overflows. Where one does, the order decides between ±Inf, NaN and a finite
+value, and numpy's order is its own: products one element after the other,
+the axes walked in memory order (the largest stride outermost); sums of 8 or
+more terms pairwise, 8 partial sums at a time. The compiled reduction visits
+the reduced axes of an array of known layout in numpy's order
+(`capture/rules/reductions.py`, `_in_memory_order`), so small products agree
+with numpy's to the NaN; a sum of 8 or more terms, and a reduction long
+enough to be split into vector lanes or threads, may overflow where numpy's
+does not, or the reverse. Tests of such values compare reductions short enough
+to run in order, or products only.
 """
 
 from __future__ import annotations

@@ -295,6 +295,20 @@ class TracedArray:
                             "op's result is not modelled)")
         return answers.pop()
 
+    def _known_strides(self) -> tuple[int, ...] | None:
+        """numpy's strides of this array where they are known exactly (the
+        caller's arrays, an eager piece's results and views of them; see
+        `_layout`) and sizes are not symbols, else None: nothing is
+        recorded or refused."""
+        o = None if self._scalar else _ORIGINS.get(self._st)
+        st = self._st
+        if o is None or any(type(d) is SymDim for d in (*st.shape, *self._v().type.get_shape())):
+            return None  # (a size symbol: the dummy would specialize it)
+        try:
+            return np_apply_all(self._steps, strided_dummy(st.shape, o.strides, st.dtype)).strides
+        except (AttributeError, ValueError):
+            return None
+
     def _owner(self, what: str):
         """The array that owns this one's memory (numpy's `base` of a view),
         None for an owner. Known where numpy's layout is: an array the graph

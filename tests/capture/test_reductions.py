@@ -393,3 +393,34 @@ def test_graph_breaks_are_reported():
         assert any(reason in b.reason for b in cf.last_trace.breaks), cf.last_trace.breaks
         with pytest.raises(GraphBreakError):
             lowering.compile(fn, fullgraph=True)(x)
+
+
+# ---- the order numpy combines elements in -------------------------------------
+OVERFLOWING = st.sampled_from([3.0e38, -3.0e38, 0.0, 1.5, -1.5, 2.0, np.inf])
+
+
+@examples(40)
+@given(st.sampled_from([F32, F64]), hnp.array_shapes(min_dims=2, max_dims=3, min_side=1,
+                                                         max_side=3),
+       st.sampled_from(["F", "T", "swap", "c"]), st.data())
+def test_products_combine_in_numpys_order(dt, shape, layout, data):
+    """numpy walks a reduction's axes in memory order (the largest stride
+    outermost): over an F-ordered or transposed array, a partial product
+    that overflows meets a zero (NaN) or not (0.0) by that order. The
+    compiled reduction visits the reduced axes of an array of known layout in
+    numpy's order, so NaN and ±Inf land where numpy's do. (A sum of 8 or more
+    terms numpy adds pairwise, 8 partial sums at a time, which is not
+    modelled: lowering/testing.py, "reassociated reductions".)"""
+    big = (np.finfo(dt).max / 2) if dt == F64 else None
+    vals = data.draw(hnp.arrays(dt, shape, elements=OVERFLOWING.map(
+        lambda v: v if big is None or abs(v) != 3.0e38 else np.copysign(big, v))))
+    x = {"F": np.asfortranarray(vals), "c": vals}.get(layout, vals)
+    view = {"T": lambda a: a.T, "swap": lambda a: np.swapaxes(a, 0, -1)}.get(layout,
+                                                                           lambda a: a)
+    axis = data.draw(st.sampled_from([None, (0, 1), (-1, 0)]), "axis")
+
+    def fn(a):
+        return view(a).prod(axis=axis)
+
+    with np.errstate(all="ignore"):
+        check(fn, x)

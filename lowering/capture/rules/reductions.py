@@ -136,6 +136,29 @@ def _divide(p, v, divisor, target: np.dtype):
 
 
 # ---- ufunc reductions ------------------------------------------------------
+def _in_memory_order(tr, x: TracedArray, kind: str, axes):
+    """(x's value, axes) to reduce, the reduced axes visited in numpy's
+    order: numpy's iterator walks an array's axes by its memory layout (the
+    largest stride outermost; a tie keeps the axes' order), so where x's
+    layout is known (`_known_strides`) and its reduced axes lie otherwise
+    (an F-ordered or a transposed array), x is transposed so they come last
+    in that order. A floating sum or product then combines its elements
+    as numpy does where both run them one after the other (small sizes):
+    `x.T.prod()` with a partial product overflowing is numpy's NaN, not 0."""
+    if kind not in ("sum", "prod") or len(axes) < 2 or dtype_kind(x.dtype) not in "fc":
+        return x._v(), axes
+    strides = x._known_strides()
+    if strides is None:
+        return x._v(), axes
+    walk = sorted((a for a in axes if x.shape[a] != 1), key=lambda a: -abs(strides[a]))
+    walk += [a for a in axes if x.shape[a] == 1]
+    if walk == sorted(axes):
+        return x._v(), axes
+    kept = [a for a in range(x.ndim) if a not in axes]
+    return (tr.prims.transpose(x._v(), kept + walk),
+            tuple(range(len(kept), x.ndim)))
+
+
 def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoValue,
                  out_dt=None):
     """The reduced value of x over axes (axes removed), in numpy's loop dtype:
@@ -163,20 +186,21 @@ def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoVal
     out_shape = reduced_shape(x.shape, axes, False)
     if empty and axes and init is not None:
         return p.broadcast(p.constant(init, res_dt), out_shape)
+    xv, axes = _in_memory_order(tr, x, kind, axes)
     if kind in ("all", "any"):
-        v = p.cast(p.reduce(p.cast(x._v(), np.dtype(np.bool_)), kind, axes), res_dt)
+        v = p.cast(p.reduce(p.cast(xv, np.dtype(np.bool_)), kind, axes), res_dt)
     elif res_dt == BFLOAT16 and kind in ("sum", "prod") and axes:
         # ml_dtypes' add/multiply loops round every partial sum to bfloat16 (a
         # sum of 1000 ones is 256); sums and products of bfloat16 accumulate in
         # float32 and round once, as torch's do (lowering/testing.py: their
         # tolerance, and the float32 reference the tests compare with)
         f32 = np.dtype(np.float32)
-        v = p.reduce(p.cast(x._v(), f32), kind, axes)
+        v = p.reduce(p.cast(xv, f32), kind, axes)
         if kind == "sum":  # (from the identity +0.0, as numpy's float32 sum: -0.0 + 0.0)
             v = p.ufunc("add", [v, p.broadcast(p.constant(0.0, f32), out_shape)], f32)
         v = p.cast(v, res_dt)
     else:
-        v = p.reduce(p.cast(x._v(), res_dt), kind, axes)
+        v = p.reduce(p.cast(xv, res_dt), kind, axes)
         if kind == "sum" and not axes and dtype_kind(res_dt) == "f" and init is None:
             # numpy's add.reduce starts from the identity +0.0, even over no axes
             # (np.sum(np.array(-0.0)) is 0.0)
