@@ -149,8 +149,13 @@ def test_reductions_match_numpy(x):
         if i in (2, 3, 4, 5):
             assert_same_value(g, e, rtol=0.0, what=f"reduction {i}")
         else:
-            assert_same_value(g, np.asarray(r), rtol=TOLERANCES.rtol(BF, "reduction", x.size),
-                              what=f"reduction {i}")
+            # var: `x - mean` and its square are bfloat16 values, rounded as
+            # numpy rounds them (the square doubles the first rounding): three
+            # bfloat16 roundings beside the sums, which the float32 reference
+            # does not make
+            ops = 3 if i == 7 else 0
+            assert_same_value(g, np.asarray(r), rtol=TOLERANCES.rtol(BF, "reduction", x.size)
+                              + ops * TOLERANCES.rtol(BF), what=f"reduction {i}")
 
 
 def layernorm(x, w, b):
