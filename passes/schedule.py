@@ -10,7 +10,9 @@ The cost model, all of it:
   LayerNorm, RMSNorm and the MLP step unchanged); four times that with
   VERY_LONG_CHAIN such ops or more on AVX-512, whose 32 registers hold it
   (Black-Scholes: 4 divisions, sqrt, log, 3 exp per option: 5.7 vs 6.45 ms;
-  eight times: 7.3 ms, it spills);
+  eight times: 7.3 ms, it spills); a reduction shorter than that runs on
+  narrower vectors, down to the target's (discardable attribute
+  `base_width`), not scalar;
 * reductions whose innermost extent holds 16 vectors or more get 4
   independent accumulators (hides the add latency, shortens rounding chains);
   an extent known only at the launch (DYN) counts as that long;
@@ -165,7 +167,7 @@ class Schedule(ModulePass):
     def schedule(self, k: L.KernelOp) -> K.KernelOp:
         bufs = list(k.buffers)
         bits = max([32] + [_bits(b.type.element_type) for b in bufs])
-        width = max(self.vector_bits // bits, 1)
+        width = base = max(self.vector_bits // bits, 1)
         chain = _chain_ops(k)
         if chain >= LONG_CHAIN:
             width *= 2
@@ -210,6 +212,8 @@ class Schedule(ModulePass):
         k.body.move_blocks(region)
         kop = K.KernelOp(k.sym_name.data, bufs, P, vector_width=width, unroll=unroll, split=split,
                          work=work, threads=threads, reduction=reduction, body=region)
+        if width > base:
+            kop.attributes["base_width"] = IntegerAttr(base, i64)
         if streamed:
             kop.attributes["nontemporal"] = A.i64_array(streamed)
             if any(isinstance(_size(bufs[j].type), SymDim) for j in streamed):

@@ -383,8 +383,16 @@ class KernelCodegen:
 
     def width_for(self, n) -> int:
         """The vector width of a loop over n (an int, or an extent known at
-        the launch: vector steps then a scalar tail, whatever it is)."""
+        the launch: vector steps then a scalar tail, whatever it is). A
+        kernel whose vectors are widened for a long chain (`base_width`,
+        schedule) runs a shorter loop on narrower vectors, down to the
+        target's, rather than scalar (a shared pass's 32-long rows on 64
+        lanes)."""
         w = self.vector_width
+        base = self.k.attributes.get("base_width")
+        if base is not None and isinstance(n, int):
+            while w > base.value.data and n < w:
+                w //= 2
         return w if not isinstance(n, int) or n >= w else 1
 
     # ---- op emission -------------------------------------------------------

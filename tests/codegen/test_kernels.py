@@ -128,7 +128,7 @@ def test_streamed_buffers_are_the_written_only_big_outputs(monkeypatch):
     out = io.StringIO()
     dump.main(["--example", "softmax", "--args", "f32[8,64]", "--stage", "all"], out=out)
     text = out.getvalue()
-    assert "{nontemporal = array<i64: 1>}" in text  # the output, not the input
+    assert "nontemporal = array<i64: 1>}" in text  # the output, not the input
     assert "!nontemporal" in text and "sfence" in text
 
 

@@ -419,3 +419,25 @@ def test_the_split_pass_runs_on_the_threads_of_a_fresh_process():
         split = [k for k in res["names"] if k.endswith(("_part", "_join"))]
         assert len(split) == (0 if n == 1 else 2), (n, res)
         assert max(res["threads"]) == n, (n, res)  # (the part: one chunk per thread)
+
+
+@pytest.mark.parametrize("m, k, dt, block", [
+    (64, 32, "f32", 4), (66, 32, "f32", 2), (65, 32, "f32", 1),
+    (64, 1024, "f32", 4), (64, 512, "f64", 4)])
+def test_a_point_takes_a_block_of_rows(m, k, dt, block):
+    """`shared_row_block`: up to SHARED_ROW_BLOCK rows per point where they
+    divide M and fit SHARED_BLOCK_BYTES together (rows of SHARED_ROW_BYTES
+    at most: 4 fit); each row's product is its
+    own reduction (one of each per row, none computed twice), and the map
+    adds the block's rows into the output once per point."""
+    from passes.lower_to_loop import SHARED_BLOCK_BYTES, SHARED_ROW_BLOCK
+
+    assert SHARED_ROW_BLOCK == 4 and SHARED_BLOCK_BYTES == 16 << 10
+    with cost_model.forced({FORCED: "generated"}):
+        text = loop_text(logistic_gradient, f"{dt}[{m},{k}] {dt}[{m}] {dt}[{k}]")
+    k1 = text[text.index('kernel.kernel "k1"'):]
+    if "kernel.kernel" in k1[1:]:
+        k1 = k1[:k1.index("kernel.kernel", 1)]
+    assert f"parallel [{m // block}]" in k1, k1
+    assert k1.count("loop.reduce") == block
+    assert k1.count("loop.store") == 1
