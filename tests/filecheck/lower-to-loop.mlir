@@ -108,16 +108,23 @@ builtin.module {
 
   // a logistic-regression gradient over X (50000x128, 25.6 MB): X @ w, the
   // sigmoid and X.T @ (p - y) are one ordered kernel over X's rows (X read
-  // once, not once per product): the row's dot product a reduction, the
-  // point-wise ops once per row, then the row added into the gradient, rows
-  // in order (+0.0 at the first); without shared passes, two BLAS products
+  // once, not once per product), 4 rows per point: the rows' dot products 4
+  // reductions, the point-wise ops once per row, then the 4 rows added into
+  // the gradient, rows in order (+0.0 at the first); without shared passes,
+  // two BLAS products
   // CHECK-LABEL: func.func @logistic_gradient
   // CHECK:      [[G:%.*]] = memref.alloc() : memref<128x1xf32>
-  // CHECK:      loop.kernel "k1"(%{{.*}}, %{{.*}}, %{{.*}}, [[G]]) parallel [50000]
+  // CHECK:      loop.kernel "k1"(%{{.*}}, %{{.*}}, %{{.*}}, [[G]]) parallel [12500]
   // CHECK:        [[Z:%.*]] = loop.reduce "sum" [128]
+  // CHECK:          loop.load %0[affine_map<(d0, d1) -> ((d0 * 4), d1)>]
   // CHECK:          arith.mulf
   // CHECK:        } {contract}
-  // CHECK:        math.exp
+  // CHECK:        loop.reduce "sum" [128]
+  // CHECK:          loop.load %0[affine_map<(d0, d1) -> (((d0 * 4) + 1), d1)>]
+  // CHECK:        loop.reduce "sum" [128]
+  // CHECK:        loop.reduce "sum" [128]
+  // CHECK:          loop.load %0[affine_map<(d0, d1) -> (((d0 * 4) + 3), d1)>]
+  // CHECK:        math.exp [[Z]]
   // CHECK:        [[V:%.*]] = arith.subf
   // CHECK:        [[FIRST:%.*]] = arith.cmpi eq
   // CHECK:        loop.map [128]
@@ -125,30 +132,32 @@ builtin.module {
   // CHECK:          [[FROM:%.*]] = arith.select [[FIRST]], %{{.*}}, [[ACC]]
   // CHECK:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V]]
   // CHECK:          [[NEW:%.*]] = arith.addf [[FROM]], [[ROW]]
-  // CHECK:          loop.store [[NEW]], [[G]][affine_map<(d0, d1) -> (d1, 0)>]
+  // CHECK-COUNT-3:  arith.addf
+  // CHECK:          loop.store %{{.*}}, [[G]][affine_map<(d0, d1) -> (d1, 0)>]
   // CHECK:      } {accumulate}
   // CHECK-NOT:  loop.extern
   // CHECK:      func.return
-  // On two threads (`threads=2`; X is over the parallel threshold) the rows
-  // run in two chunks, rows [0, 25000) and [25000, 50000) — the launch's
-  // halves —, each into its own row of the partial results P, from +0.0 at
-  // its first row (row i's chunk: (2 i + 1) floordiv 50000; first where
-  // (2 i + 1) mod 50000 < 2); then a join adds the two partials
+  // On two threads (`threads=2`; X is over the parallel threshold) the
+  // 12500 points (blocks of 4 rows) run in two chunks, rows [0, 25000) and
+  // [25000, 50000) — the launch's halves —, each into its own row of the
+  // partial results P, from +0.0 at its first block (block i's chunk:
+  // (2 i + 1) floordiv 12500; first where (2 i + 1) mod 12500 < 2); then a
+  // join adds the two partials
   // SPLIT-LABEL: func.func @logistic_gradient
   // SPLIT:      [[G:%.*]] = memref.alloc() : memref<128x1xf32>
   // SPLIT:      [[P:%.*]] = memref.alloc() : memref<2x128xf32>
-  // SPLIT:      loop.kernel "k1_part"(%{{.*}}, %{{.*}}, %{{.*}}, [[P]]) parallel [50000]
+  // SPLIT:      loop.kernel "k1_part"(%{{.*}}, %{{.*}}, %{{.*}}, [[P]]) parallel [12500]
   // SPLIT:        loop.reduce "sum" [128]
   // SPLIT:        math.exp
   // SPLIT:        [[V:%.*]] = arith.subf
-  // SPLIT:        affine.apply affine_map<(d0) -> ((((d0 * 2) + 1) mod 50000))>
+  // SPLIT:        affine.apply affine_map<(d0) -> ((((d0 * 2) + 1) mod 12500))>
   // SPLIT:        [[FIRST:%.*]] = arith.cmpi slt
   // SPLIT:        loop.map [128]
-  // SPLIT:          [[ACC:%.*]] = loop.load [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 50000), d1)>]
+  // SPLIT:          [[ACC:%.*]] = loop.load [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 12500), d1)>]
   // SPLIT:          [[FROM:%.*]] = arith.select [[FIRST]], %{{.*}}, [[ACC]]
   // SPLIT:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V]]
   // SPLIT:          [[NEW:%.*]] = arith.addf [[FROM]], [[ROW]]
-  // SPLIT:          loop.store [[NEW]], [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 50000), d1)>]
+  // SPLIT:          loop.store %{{.*}}, [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 12500), d1)>]
   // SPLIT:      } {accumulate, ordered_chunks = 2 : i64}
   // SPLIT:      loop.kernel "k1_join"([[P]], [[G]]) parallel []
   // SPLIT:        loop.map [128]

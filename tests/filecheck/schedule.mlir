@@ -7,7 +7,8 @@
 // Two point-wise kernels over the same domain are one launch (`merged`):
 // a's value is forwarded to the second body instead of reloaded. The chain
 // holds a transcendental (exp): two registers per value, so the vector is
-// twice the register's f32 lanes. 64 rows of 256 points are over the first
+// twice the register's f32 lanes (`base_width` keeps the register's: a loop
+// shorter than the vector runs on those, not scalar). 64 rows of 256 points are over the first
 // run's parallel threshold (4 threads), under the second's (1 thread).
 // CHECK-LABEL: func.func @merged_pointwise
 // AVX2:       kernel.kernel "k1"({{.*}}) parallel [64] vector 16 : i64 unroll 1 : i64 split "parallel" work 64 : i64 threads 4 : i64 reduction "none"
@@ -16,7 +17,8 @@
 // CHECK:        loop.store [[A:%[0-9]+]], [[ABUF:%[0-9]+]][
 // CHECK-NOT:    loop.load [[ABUF]][
 // CHECK:        arith.addf [[A]],
-// CHECK:      } {merged = ["k1", "k2"]}
+// AVX2:       } {base_width = 8 : i64, merged = ["k1", "k2"]}
+// AVX512:     } {base_width = 16 : i64, merged = ["k1", "k2"]}
 // CHECK-NOT:  kernel.kernel
 // CHECK:      func.return
 //
@@ -57,12 +59,12 @@
 // CHECK-NOT:    loop.store {{.*}} memref<4000xf32>
 // CHECK:        math.exp
 // CHECK-NOT:    loop.store {{.*}} memref<4000xf32>
-// AVX2:       } {merged = ["k1", "k2"]}
+// AVX2:       } {base_width = 8 : i64, merged = ["k1", "k2"]}
 // AVX2:       kernel.kernel "k2_join"({{.*}}) parallel [] {{.*}} threads 1 : i64
 // AVX2:         loop.reduce "sum" [4]
 // AVX2:         arith.divf
 // AVX512:       arith.divf
-// AVX512:     } {merged = ["k1", "k2"]}
+// AVX512:     } {base_width = 16 : i64, merged = ["k1", "k2"]}
 // CHECK-NOT:  kernel.kernel
 // CHECK:      func.return
 
