@@ -2046,7 +2046,11 @@ class ScanEmitter(_OrderedEmitter):
     first element copied — numpy's `add.accumulate`, in its order, so the
     values are numpy's bit for bit. The points run in order (`accumulate`:
     one thread). The previous element is read at `(i + n - 1) mod n`, a valid
-    index even at i = 0, where the select keeps x."""
+    index even at i = 0, where the select keeps x. Along the last axis each
+    point is one element, and the point before stored it: the load is marked
+    `previous_point`, and the CPU emitter carries that value in a register
+    from one point to the next instead of reading it back from memory (the
+    sum's chain is then the add alone: numpy's own loop reloads it)."""
 
     def emit(self) -> None:
         op = self.root.owner
@@ -2057,7 +2061,10 @@ class ScanEmitter(_OrderedEmitter):
         x = self.value_at(op.input, idx)
         n = shape[a]
         prev_idx = (*idx[:a], (dim(a) + (n - 1)) % n, *idx[a + 1:])
-        prev = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, prev_idx)))
+        load = L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, prev_idx))
+        if a == len(shape) - 1:  # (each point one element: the previous point stored prev)
+            load.attributes["previous_point"] = UnitAttr()
+        prev = self._emit(load)
         first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(dim(a)), i64)),
                         self._emit(L.ConstOp("0", i64)))
         if kind in ("max", "min"):  # numpy's maximum/minimum: a NaN propagates

@@ -255,8 +255,9 @@ class KernelCodegen:
         self.prefetch_next = False  # vector loads also prefetch the next row (see emit_reduce)
         self.row_rows: dict[L.ReduceOp, ir.Value] = {}  # reduce -> its row (stack array)
         self.row_reads: dict[SSAValue, tuple[ir.Value, SSAValue]] = {}  # value -> row, index
+        self.carried: dict[SSAValue, ir.Value] = {}  # buffer -> slot (`carry_previous_point`)
         if P:
-            def body(p):
+            def at_point(p):
                 coords = []
                 rem = p
                 for n in reversed(P):
@@ -267,7 +268,11 @@ class KernelCodegen:
                     rem = b.udiv(rem, const(I64, n))
                 for arg, c in zip(block.args, reversed(coords)):
                     self.vals[arg] = c
+
+            def body(p):
+                at_point(p)
                 self.emit_kernel_ops(ops)
+            self.carry_previous_point(ops, start, stop, at_point)
             self.loop(start, stop, 1, body)
         else:
             self.emit_kernel_ops(ops)
@@ -277,6 +282,37 @@ class KernelCodegen:
             else:
                 self.b.fence("seq_cst")
         self.b.ret(self.b.load(self.raised))
+
+    def carry_previous_point(self, ops, start, stop, at_point) -> None:
+        """A load marked `previous_point` (a scan along the last axis) reads
+        what the kernel stored into its buffer at the point before: that
+        value rides in a stack slot (a register once SROA runs) that every
+        store into the buffer updates, so the chain from one point to the
+        next does not go through memory. The slot starts as the memory load
+        at the first point (before the loop, where there is one), which is
+        what the load reads there. Only a kernel whose points run in order
+        on one thread (`accumulate`) carries values."""
+        if "accumulate" not in self.k.attributes:
+            return
+        loads = [o for o in ops if isinstance(o, L.LoadOp) and "previous_point" in o.attributes]
+        if not loads:
+            return
+        b = self.b
+        top = set(ops)
+        for op in loads:
+            if op.buffer in self.carried:  # (one slot per buffer: its last stored value)
+                continue
+            if any(isinstance(o, L.StoreOp) and o.buffer is op.buffer and o not in top
+                   for o in self.k.body.walk()):
+                continue  # (a store in a map or a reduction would not update the slot)
+            with b.goto_entry_block():
+                slot = b.alloca(mem_type(op.buffer.type.element_type))
+            with b.if_then(b.icmp_signed("<", start, stop)):
+                at_point(start)
+                x = self.load(op, 1)
+                b.store(self.to_mem(x, op.buffer.type.element_type), slot)
+            self.carried[op.buffer] = slot
+        self.carried_loads = {o for o in loads if o.buffer in self.carried}
 
     def stream_sizes(self, objs: ir.Value) -> dict[SSAValue, ir.Value]:
         """For the streamed buffers whose shape is known only at the launch
@@ -916,6 +952,9 @@ class KernelCodegen:
         return buf, exprs, lane_dim
 
     def load(self, op: L.LoadOp, w: int) -> ir.Value:
+        if w == 1 and self.carried and op in self.carried_loads:
+            slot = self.carried[op.buffer]
+            return self.from_mem(self.b.load(slot), op.buffer.type.element_type)
         b = self.b
         buf, exprs, lane_dim = self._access(op, w)
         mt = mem_type(buf.type.element_type)
@@ -969,6 +1008,8 @@ class KernelCodegen:
         v = self.to_mem(self.value(op.value, w), buf.type.element_type)
         if w == 1:
             b.store(v, b.gep(base, [self.offset(buf, exprs)]), align=align)
+            if buf in self.carried:
+                b.store(v, self.carried[buf])
             return
         stride = self.lane_stride(buf, exprs, lane_dim)
         if stride == 1:

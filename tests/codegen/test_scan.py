@@ -55,3 +55,37 @@ def test_long_float32_scan_rounds_as_numpy():
     pairwise (the error grows; numpy's does the same)."""
     x = np.random.default_rng(0).uniform(0, 1, 1 << 20).astype(np.float32)
     np.testing.assert_array_equal(lowering.compile(np.cumsum)(x), np.cumsum(x))
+
+
+def test_a_last_axis_scan_carries_the_previous_point():
+    """Along the last axis each point is one element, the one the point before
+    stored: the loop level marks that load `previous_point` (the CPU emitter
+    carries the value in a register); down the rows (axis 0) it stays a load
+    of the previous row."""
+    from tests.codegen.test_shared_rows import loop_text
+
+    last = loop_text(lambda x: np.cumsum(x, axis=1), "f64[6,50]")
+    assert last.count("previous_point") == 1
+    first = loop_text(lambda x: np.cumsum(x, axis=0), "f64[6,50]")
+    assert "previous_point" not in first
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.data())
+def test_carried_scans_over_sizes_known_at_the_launch(data):
+    """One program for every size (dynamic): the carried value starts at each
+    launch's first point; numpy's values bit for bit."""
+    kind = data.draw(st.sampled_from([np.cumsum, np.cumprod, np.maximum.accumulate]))
+    dt = data.draw(st.sampled_from([np.float32, np.float64, np.int64]))
+
+    def f(x):
+        return kind(x, axis=-1)
+
+    g = lowering.compile(f, dynamic=True)
+    for rows, n in data.draw(st.lists(st.tuples(st.integers(2, 5), st.integers(2, 300)),
+                                      min_size=2, max_size=4)):
+        x = data.draw(arrays(dt, (rows, n), layout="C"))
+        with np.errstate(all="ignore"):
+            want = f(x)
+            got = g(x)
+        np.testing.assert_array_equal(got, want)
