@@ -921,6 +921,22 @@ def fp_flags(op: Operation) -> frozenset[str]:
     return frozenset()
 
 
+def raises_on_values(op: Operation) -> bool:
+    """Whether numpy can raise an exception (not a floating-point flag)
+    computing `op` on some values of its operands, whatever `np.errstate`
+    says: a numpy routine run as numpy runs it (`np.linalg.inv` of a
+    singular matrix: LinAlgError), a ufunc of `RAISES_ON_INTEGERS` on
+    integers (`x ** -1`: ValueError). Such an op is never dropped for being
+    unused or read in part (passes/keep_flags.py)."""
+    from .ufuncs import RAISES_ON_INTEGERS
+
+    if isinstance(op, RoutineOp):
+        return True
+    if op.name in ("array.ufunc", "loop.ufunc") and op.fn.data in RAISES_ON_INTEGERS:
+        return all(_kind(o.type) in "iu" for o in op.operands)
+    return False
+
+
 ARRAY_OPS = [
     ConstantOp,
     BroadcastOp,

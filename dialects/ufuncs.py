@@ -295,6 +295,13 @@ def check_table(table: tuple[Ufunc, ...]) -> None:
 check_table(TABLE)
 
 
+# ufuncs whose integer loops raise a Python exception for some values, whatever
+# `np.errstate` says: numpy's `power` of integers to a negative integer
+# power (ValueError). A value of one is computed even where nothing reads it
+# (`dialects.array.raises_on_values`, passes/keep_flags.py).
+RAISES_ON_INTEGERS = frozenset({"power"})
+
+
 def of_op(op) -> Ufunc | None:
     """The row of the ufunc an op computes: `array.ufunc`/`loop.ufunc` by its
     name, an upstream op by the table's rewrites (None for any other op)."""

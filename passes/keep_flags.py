@@ -18,7 +18,11 @@ part in a kernel of its own beside the kernels that read it.
 
 `categories` are those the caller's errstate does not ignore when the
 program is compiled (`lowering.pipeline.compile_segment`); an op of none of
-them is dropped (computed in part) as before. A program compiled so serves
+them is dropped (computed in part) as before — but for one that can raise
+an exception whatever the errstate (`dialects.array.raises_on_values`: an
+integer power, whose negative exponent is numpy's ValueError; a numpy
+routine, `np.linalg.inv` of a singular matrix), which is kept as one of
+them, under every errstate. A program compiled so serves
 a later call only while its errstate ignores the categories of those ops
 (`dropped_categories`; the entry's guard `FlagsCheck`): under
 `np.errstate(all="ignore")` they cost nothing. Ops of the backward of a
@@ -231,7 +235,7 @@ def _walk(block: Block, wanted: frozenset[str]) -> tuple[list[Operation], list[O
                 whole.add(r)
         if all(r in whole for r in op.results):
             continue
-        if BWD not in op.attributes and A.fp_flags(op) & wanted:
+        if BWD not in op.attributes and (A.fp_flags(op) & wanted or A.raises_on_values(op)):
             keep.append(op)
             whole.update(op.results)
             read.update((r, True) for r in op.results)
@@ -267,8 +271,6 @@ class KeepFlags(ModulePass):
         if unknown:
             raise ValueError(f"keep-flags: unknown categories {sorted(unknown)} (known: "
                              f"{', '.join(FPE_CATEGORIES)})")
-        if not self.categories:
-            return
         for f in [o for o in op.ops if isinstance(o, func.FuncOp)]:
             if not f.body.blocks:
                 continue
