@@ -1110,6 +1110,8 @@ class KernelCodegen:
         ranges = self.extents(op0)
         n = ranges[-1] if ranges else 1
         unroll = max(1, min(self.unroll, MULTI_REDUCE_ACCUMULATORS // len(specs)))
+        if sum(len(body) for _, body, _ in specs) > LONG_REDUCE_BODY:
+            unroll = 1  # (a long body has work in flight of its own: one copy of it)
         # an extent known at the launch may be long: all accumulators (the
         # narrower loops after the unrolled one take what is left, none or all)
         accs = unroll if (w > 1 and (isinstance(n, ir.Value) or n >= 4 * w * unroll)) else 1
@@ -1375,6 +1377,12 @@ def linear_coef(e: AffineExpr, d: int) -> int | None:
 
 # ---- row cache: a reduce's per-element value reused by a later map ----------
 MULTI_REDUCE_ACCUMULATORS = 16  # vector registers for the accumulators of one pass
+# a reduction pass whose bodies hold more ops than this keeps one accumulator:
+# independent accumulators hide the add's latency behind a short body, and
+# each is one more copy of the body for LLVM to compile (the Monte Carlo
+# Asian option's 50-step body: 6 copies; its first call 2.6 s -> 1.1 s, the
+# 20-step one 1.1 s -> 0.56 s, the calls as fast)
+LONG_REDUCE_BODY = 64
 ROW_CACHE_BYTES = 64 * 1024  # a stack array per kernel call: stays in L1/L2
 _PURE = ("arith.", "math.", "loop.const", "loop.cast", "loop.ufunc", "loop.load", "affine.apply")
 

@@ -489,3 +489,35 @@ def test_concatenations_are_kernels_per_piece():
     assert_matches_numpy(half_and_complex, a16, z, calls=2, compiled=ch)
     names = [n for graph in lowering.explain(ch)(a16, z).kernels for n, _ in graph]
     assert "extern numpy:array.concat" in names and not any(n.startswith("k") for n in names), names
+
+
+STEPS = 24
+
+
+def long_body_sum(x):
+    y = x
+    for _ in range(STEPS):  # (each step: negate, exp, multiply, add: 4 ops of the body)
+        y = np.exp(-y) * 0.5 + x
+    return y.sum()
+
+
+def test_a_long_reduction_body_has_one_accumulator(monkeypatch):
+    """`LONG_REDUCE_BODY`: a reduction whose body is long keeps one vector
+    accumulator, so its body is emitted once for the vector loop (and once
+    for the scalar tail), not once per unrolled accumulator: LLVM compiles
+    a third of the code. The sum is numpy's within the reduction tolerance."""
+    from lowering.codegen.llvm import LONG_REDUCE_BODY
+    from runtime import cpu
+
+    monkeypatch.setattr(cpu, "_kernels", {})
+    lowering.pipeline.clear_programs()
+    x = np.random.default_rng(0).uniform(0.0, 1.0, 1 << 16)
+    f = lowering.compile(long_body_sum)
+    got = f(x)
+    np.testing.assert_allclose(got, long_body_sum(x),
+                               rtol=TOLERANCES.rtol(x.dtype, "reduction", x.size))
+    ir = f.programs_run[0].llvm_ir
+    vector_exps = re.findall(r'call <(\d+) x double> @"lowering\.exp\.f64x\1"', ir)
+    assert 4 * STEPS > LONG_REDUCE_BODY
+    assert len(vector_exps) == STEPS, len(vector_exps)
+    lowering.pipeline.clear_programs()
