@@ -35,14 +35,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp, TensorType, i1
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 from xdsl.passes import ModulePass
 
 import numpy as np
 
 from dialects import array as A
-from dialects.symbols import always, same_type, symbols_of
+from dialects.symbols import always, same_shape, symbols_of
 from dialects.ufuncs import FPE_CATEGORIES
 
 from .autograd import BWD
@@ -70,10 +70,13 @@ def _nonempty(t: Attribute) -> bool:
     return not isinstance(t, TensorType) or all(always(">", d, 0) for d in t.get_shape())
 
 
-def _static(op: Operation) -> bool:
+def _static(op: Operation, symbolic: bool = True) -> bool:
     """A slice or slice assignment whose window is known here: no size
     symbol in its offsets, steps or types (comparing one would record a
-    relation, a guard on the call's sizes)."""
+    relation, a guard on the call's sizes). `symbolic` False: the function
+    has no size symbol at all (its arguments have none), nothing to look at."""
+    if not symbolic:
+        return True
     return not symbols_of([*op.properties.values(), *(v.type for v in (*op.operands, *op.results))])
 
 
@@ -86,7 +89,7 @@ _WHOLE = (A.TransposeOp, A.ReshapeOp, A.BroadcastOp, A.ReduceOp, A.ArgReduceOp, 
 
 
 def _same_shape(a: SSAValue, b: SSAValue) -> bool:
-    return same_type(TensorType(i1, a.type.get_shape()), TensorType(i1, b.type.get_shape()))
+    return same_shape(a.type.get_shape(), b.type.get_shape())
 
 
 def reads_whole(user: Operation, i: int, whole: set[SSAValue]) -> bool:
@@ -130,7 +133,7 @@ def _window(op: A.SliceOp | A.InsertSliceOp, shape) -> tuple:
     return np.ix_(*[b + t * np.arange(k) for b, t, k in zip(A.ints(op.start), A.ints(op.step), n)])
 
 
-def _read_mask(v: SSAValue, read: dict) -> np.ndarray | None:
+def _read_mask(v: SSAValue, read: dict, symbolic: bool = True) -> np.ndarray | None:
     """The elements of v (a value of at most `MASK_LIMIT`) that the slices,
     slice assignments (what of the destination they keep, their new part),
     reshapes and transposes of it read, where `read` (masks, or True:
@@ -139,7 +142,8 @@ def _read_mask(v: SSAValue, read: dict) -> np.ndarray | None:
     acc = np.zeros(shape, bool)
     for u in v.uses:
         op, got = u.operation, read.get(u.operation.results[0]) if u.operation.results else None
-        if got is None or (isinstance(got, np.ndarray) and not got.any()) or not _static(op):
+        if got is None or (isinstance(got, np.ndarray) and not got.any()) or not _static(
+                op, symbolic):
             continue
         if isinstance(op, A.SliceOp):
             acc[_window(op, shape)] |= got
@@ -161,7 +165,7 @@ def _read_mask(v: SSAValue, read: dict) -> np.ndarray | None:
 COVER_LIMIT = 1 << 16
 
 
-def _covered(v: SSAValue, whole: set[SSAValue]) -> bool:
+def _covered(v: SSAValue, whole: set[SSAValue], symbolic: bool = True) -> bool:
     """Whether slices of v computed in full (in `whole`) together read every
     element of v: `z[1:] - z[:-1]`, `np.roll(z, 1)`. Their windows are
     boxes (a strided one, step by step); the union is marked on the grid of
@@ -172,7 +176,7 @@ def _covered(v: SSAValue, whole: set[SSAValue]) -> bool:
     boxes = []
     for u in v.uses:
         s = u.operation
-        if not isinstance(s, A.SliceOp) or s.result not in whole or not _static(s):
+        if not isinstance(s, A.SliceOp) or s.result not in whole or not _static(s, symbolic):
             continue
         box = []
         for b, t, n in zip(A.ints(s.start), A.ints(s.step), s.result.type.get_shape()):
@@ -217,6 +221,7 @@ def flag_ops(block: Block, categories) -> list[Operation]:
 
 def _walk(block: Block, wanted: frozenset[str]) -> tuple[list[Operation], list[Operation]]:
     """(the ops kept for `wanted`, the ops not computed in full after all)."""
+    symbolic = bool(symbols_of([a.type for a in block.args]))
     read: dict[SSAValue, np.ndarray | bool] = {}  # what of each value is computed: a mask, or all
     whole: set[SSAValue] = set()
     keep: list[Operation] = []
@@ -225,10 +230,10 @@ def _walk(block: Block, wanted: frozenset[str]) -> tuple[list[Operation], list[O
         for r in op.results:
             n = _elements(r.type)
             if any(reads_whole(u.operation, u.index, whole) for u in r.uses) or (
-                    n is not None and n > MASK_LIMIT and _covered(r, whole)):
+                    n is not None and n > MASK_LIMIT and _covered(r, whole, symbolic)):
                 read[r] = True
             elif n is not None and n <= MASK_LIMIT:
-                mask = _read_mask(r, read)
+                mask = _read_mask(r, read, symbolic)
                 if mask is not None:
                     read[r] = True if mask.all() else mask
             if read.get(r) is True:
