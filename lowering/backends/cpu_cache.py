@@ -139,13 +139,16 @@ class DiskEntry:
 def find(module: ModuleOp, key, layouts, partition, passes) -> DiskEntry | None:
     """The program's entry (its `program` set when found), or None when the
     cache is off. `key` is the program's in-process key (its IR: text, or a
-    structural key, in which case the module is printed)."""
+    structural key — ops, operands, properties, attributes and types as
+    xDSL's reprs, which name every parameter: its repr names the program
+    as the printed IR does, ten times faster than printing a big module:
+    0.1 s against 1.1 s for the 200x200 Seidel sweep's 13000 ops)."""
     c = cache()
     # (a program for many sizes, whose structural key ends with its symbols:
     # this process's only)
     if c is None or (isinstance(key, tuple) and key and key[-1]):
         return None
-    ir = key if isinstance(key, str) else str(module)
+    ir = key if isinstance(key, str) else "structural " + repr(key)
     entry = DiskEntry(c, entry_key(ir, layouts, partition, [str(p.pipeline_pass_spec())
                                                             for p in passes]))
     found = c.get(entry.key)
