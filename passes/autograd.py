@@ -130,8 +130,19 @@ class Emit:
         lead = len(gs) - len(shape)
         axes = [d for d in range(len(gs))
                 if d < lead or (shape[d - lead] == 1 and gs[d] != 1)]
-        r = self.P.reduce(g, "sum", axes)
-        return self.P.reshape(r, shape)
+        return self.P.reshape(self.wide(g, lambda w: self.P.reduce(w, "sum", axes)), shape)
+
+    def wide(self, g: SSAValue, accumulate: Callable[[SSAValue], SSAValue]) -> SSAValue:
+        """`accumulate(g)` for a sum the chain rule introduces (a broadcast's
+        or a cumulative sum's gradient): a float16 or bfloat16 gradient is
+        summed in float32 and rounded once, as torch and JAX accumulate
+        them. These sums are not numpy's (the forward has none); in the
+        operand's own dtype a bias gradient summed over 4096 rows keeps about
+        256 terms' worth of bfloat16 and loses the rest."""
+        dt = _dtype(g)
+        if dt.itemsize >= 4 or not is_float(g):
+            return accumulate(g)
+        return self.P.cast(accumulate(self.P.cast(g, np.dtype(np.float32))), dt)
 
     def expand(self, g: SSAValue, in_shape, axes) -> SSAValue:
         """Broadcast a reduction's gradient back over the reduced axes."""
@@ -304,7 +315,7 @@ def _scan(e: Emit, op: A.ScanOp, g, act):
         raise NotDifferentiable(
             f"lowering.grad: the derivative of {name[op.kind.data]} is not supported")
     ax = op.axis.value.data
-    return [e.flip(e.P.scan(e.flip(g, ax), "sum", ax), ax)]
+    return [e.flip(e.wide(e.flip(g, ax), lambda w: e.P.scan(w, "sum", ax)), ax)]
 
 
 def _dot(e: Emit, op: A.DotOp, g, act):
