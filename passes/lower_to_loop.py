@@ -840,7 +840,7 @@ class Lowering:
                 operands = [src for src, _ in views]
             elif isinstance(op, A.DotOp):
                 # BLAS reads a transposed operand as it is (a strided view)
-                operands = [blas_operand(o)[0] for o in op.operands]
+                operands = [src for src, _ in dot_operands(op)]
             else:
                 operands = list(op.operands)
             return operands + list(op.results)
@@ -1122,13 +1122,15 @@ class Lowering:
                 if isinstance(op, A.DotOp):
                     fn = "matmul"
             elif isinstance(op, A.DotOp):
-                ops = [blas_operand(o) for o in op.operands]
+                ops = dot_operands(op)
                 ins = [self.read(o) for o, _ in ops]
                 fn = "matmul" + ("_" + "".join("t" if t else "n" for _, t in ops)
                                  if any(t for _, t in ops) else "")
             else:
                 ins = [self.read(o) for o in op.operands]
             reads = [src for src, _ in views] if views is not None else []
+            if isinstance(op, A.DotOp) and views is None:
+                reads = [o for o, _ in ops]
             for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands), *reads]:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
                     raise Restart(o, "", undefer=True)
@@ -1375,6 +1377,37 @@ def blas_operand(v: SSAValue) -> tuple[SSAValue, bool]:
         if r >= 2 and perm == (*range(r - 2), r - 1, r - 2):
             return op.input, True
     return v, False
+
+
+def dot_operands(op: A.DotOp) -> list[tuple[SSAValue, bool]]:
+    """What the device library reads for each operand of a matmul it runs,
+    and whether it reads it transposed."""
+    ops = [blas_operand(o) for o in op.operands]
+    return narrow_operands(ops) if _HALF_KERNELS.get() else ops
+
+
+def narrow_operands(ops: list[tuple[SSAValue, bool]]) -> list[tuple[SSAValue, bool]]:
+    """A float32 matmul of float16 or bfloat16 values widened to float32
+    (numpy's `a @ b` of two bfloat16 arrays): the device library reads the
+    narrow values and writes float32, the widening copies never made. The
+    products are exact in float32 either way and summed in float32."""
+    narrow = []
+    for src, t in ops:
+        cast = src.owner
+        if not (isinstance(cast, A.CastOp) and _wide_of_half(cast)):
+            return ops
+        inner, t2 = blas_operand(cast.input)
+        narrow.append((inner, t != t2))
+    if narrow[0][0].type.element_type != narrow[1][0].type.element_type:
+        return ops
+    return narrow
+
+
+def _wide_of_half(cast: A.CastOp) -> bool:
+    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
+
+    return isinstance(cast.input.type.element_type, (Float16Type, BFloat16Type)) and \
+        isinstance(cast.result.type.element_type, Float32Type)
 
 
 class KernelEmitter:

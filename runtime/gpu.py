@@ -99,6 +99,9 @@ class Device:
         raise NotImplementedError
 
     def matmul(self, a, b, out) -> None:
+        """out <- a @ b. `a` and `b` may be float16 or bfloat16 where `out` is
+        float32 (a matmul of widened operands: the products are exact in
+        float32 and summed in float32)."""
         raise NotImplementedError
 
     def synchronize(self) -> None:
@@ -198,7 +201,14 @@ class TorchDevice(Device):
         return x.detach()
 
     def matmul(self, a, b, out):
-        self.torch.matmul(a, b, out=out)
+        if a.dtype == out.dtype:
+            self.torch.matmul(a, b, out=out)
+        elif a.dim() == b.dim() == 2:  # cuBLAS on the narrow operands, a float32 result
+            self.torch.mm(a, b, out_dtype=out.dtype, out=out)
+        elif a.dim() == b.dim() == 3 and a.shape[0] == b.shape[0]:
+            self.torch.bmm(a, b, out_dtype=out.dtype, out=out)
+        else:
+            self.torch.matmul(a.to(out.dtype), b.to(out.dtype), out=out)
 
     def synchronize(self):
         self.torch.cuda.synchronize()
@@ -271,6 +281,8 @@ class CupyDevice(Device):
         return x.view()
 
     def matmul(self, a, b, out):
+        if a.dtype != out.dtype:  # (widened operands: CuPy has no bfloat16 matmul)
+            a, b = a.astype(out.dtype), b.astype(out.dtype)
         self.cp.matmul(a, b, out=out)
 
     def synchronize(self):
@@ -378,7 +390,7 @@ class HostDevice(Device):
         return x.view()
 
     def matmul(self, a, b, out):
-        np.matmul(a, b, out=out)
+        np.matmul(a.astype(out.dtype, copy=False), b.astype(out.dtype, copy=False), out=out)
 
     def owns(self, x):
         return False

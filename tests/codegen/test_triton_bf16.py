@@ -256,3 +256,59 @@ def test_bf16_programs_on_device_arrays(box_device, mode):
             err = np.abs(gi.a.astype(np.float64) - wi.astype(np.float64)).max()
             assert err <= TOLERANCES.rtol(BF, "gradient", 24) * np.abs(wi.astype(np.float64)).max()
     assert g.stats["eager_fallbacks"] == 0 and g.stats["cache_hits"] == 2
+
+
+# ---- matmuls of widened operands ----------------------------------------------
+
+def _mm(a, b):
+    """(bfloat16 @ bfloat16 is numpy's float32 matmul of the widened values;
+    float16's is a float16 matmul, widened here by hand)"""
+    return (a.astype(np.float32) @ b.astype(np.float32)).astype(a.dtype)
+
+
+def _mm_tn(a, b):
+    return a.T @ b if a.dtype == BF else a.T.astype(np.float32) @ b.astype(np.float32)
+
+
+def _mm_mixed(a, b):
+    return a @ b.astype(np.float32)
+
+
+@pytest.mark.parametrize("dt", [BF, F16], ids=["bf16", "f16"])
+@pytest.mark.parametrize("fn", [_mm, _mm_tn], ids=["nn", "tn"])
+def test_matmul_of_widened_operands_reads_them_narrow(dt, fn, monkeypatch):
+    """numpy's `a @ b` of two bfloat16 arrays multiplies their float32
+    widenings (as does one of float16 arrays widened by hand): the device
+    library is handed the narrow arrays and a float32 result (exact
+    products, float32 sums), no widening kernel."""
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((12, 12)).astype(dt), rng.standard_normal((12, 7)).astype(dt)
+    module = gpu_kernel_level(fn, [a, b])
+    from dialects import loop as L
+    from dialects import kernel as K
+    externs = [op for op in module.walk() if isinstance(op, L.ExternOp)]
+    assert [e.fn.data for e in externs] == ["matmul_tn" if fn is _mm_tn else "matmul"]
+    (mm,) = externs
+    assert [str(v.type.element_type) for v in mm.buffers] == [str(mm.buffers[0].type.element_type)] * 2 + ["f32"]
+    assert str(mm.buffers[0].type.element_type) in ("bf16", "f16")
+    kernels = [op for op in module.walk() if isinstance(op, K.KernelOp)]
+    assert len(kernels) == (1 if fn is _mm else 0)  # only the result's rounding
+    monkeypatch.setenv("LOWERING_GPU", "interpret")
+    got = lowering.compile(fn, backend="gpu")(a, b)
+    want = eager(fn, [a, b])[0]
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol=TOLERANCES.rtol(got.dtype, "reduction", 12), atol=0)
+
+
+def test_matmul_of_one_widened_operand_keeps_its_cast(monkeypatch):
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((6, 5)).astype(np.float32), rng.standard_normal((5, 3)).astype(BF)
+    module = gpu_kernel_level(_mm_mixed, [a, b])
+    from dialects import loop as L
+    (mm,) = [op for op in module.walk() if isinstance(op, L.ExternOp)]
+    assert all(str(v.type.element_type) == "f32" for v in mm.buffers)
+    monkeypatch.setenv("LOWERING_GPU", "interpret")
+    np.testing.assert_allclose(lowering.compile(_mm_mixed, backend="gpu")(a, b),
+                               eager(_mm_mixed, [a, b])[0],
+                               rtol=TOLERANCES.rtol(np.float32, "reduction", 5))
