@@ -592,7 +592,7 @@ class CompiledFunction:
         layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
         try:  # (the one program cache: the pipeline's, process-wide)
             prog = compile_segment(module, self.backend, layouts, structural_key(module),
-                                   self.partition, self.mode)
+                                   self.partition, self.mode, inputs)
         except Exception as e:
             raise _CompilerFailure(e) from e
         self._last_prog = prog
@@ -848,7 +848,7 @@ class CompiledFunction:
         def run_probe(module, inputs):
             layouts = [layout_class(x) if isinstance(x, np.ndarray) else "C" for x in inputs]
             prog = compile_segment(module, self.backend, layouts, structural_key(module),
-                                   self.partition, self.mode)
+                                   self.partition, self.mode, inputs)
             probe_programs.append((module, prog))
             (fn,) = module.ops
             return [np.zeros(tuple(int.__int__(n) for n in t.get_shape()), from_ir(t.element_type))
@@ -1331,7 +1331,11 @@ def compile(fn: Callable | None = None, *, mode: str = "default", dynamic=None,
     """Compile a numpy function. Usable as `@compile` or `@compile(...)`.
 
     `mode`: "default"; "max-autotune" (GPU: each kernel's launch
-    configurations timed at its first run, the fastest kept);
+    configurations timed at its first run, the fastest kept; CPU: the
+    program's candidate lowerings — the cost model's choices, each forced
+    to generated kernels or to library routines, one thread, half-width
+    vectors — timed on the first call's arguments, the fastest kept:
+    lowering/autotune.py; winners of both are kept in the on-disk cache);
     "reduce-overhead" (GPU: calls on device arrays replay one CUDA graph
     per device entry — arguments copied into the graph's own buffers unless
     passed at the addresses it was captured with, results cloned; programs

@@ -135,7 +135,8 @@ def explain(fn, dynamic=None):
             if rep is not None:
                 kernels.append(rep.kernels)
                 refused.append(rep.refused)
-                paths.append(list(rep.paths))
+                tuning = getattr(prog, "tuning", None)  # (CPU max-autotune)
+                paths.append(list(rep.paths) + (tuning.lines() if tuning is not None else []))
             else:  # the numpy backend: each op is one numpy call
                 kernels.append([(f"numpy {getattr(s[0], 'op_name', 'op')}", []) for s in prog.steps])
                 refused.append([])

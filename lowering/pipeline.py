@@ -64,6 +64,7 @@ from runtime import cpu
 from runtime.errors import reported_categories
 from runtime.guards import layout_class
 
+from . import autotune
 from .backends import cpu_cache, cpu_dynamic, numpy_backend
 from .cost_tables import table_for_process
 from .config import config, logger
@@ -129,18 +130,21 @@ def tensor_passes() -> list[ModulePass]:
             BatchRoutines(), DeadCodeElimination()]
 
 
-def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = ()) -> list[ModulePass]:
+def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = (),
+                 threads: int | None = None) -> list[ModulePass]:
     """The passes below the tensor level for `backend`; `layouts` gives each
     input's memory layout class ("C", "F", "strided"), which the CPU backend
-    compiles its loads for."""
+    compiles its loads for; `threads` the threads a kernel's domain is split
+    over (default the pool's: runtime.cpu.THREADS)."""
     if backend == "numpy":
         return []
+    threads = cpu.THREADS if threads is None else threads
     if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
         return [AnnotateLayouts(tuple(layouts)),
                 LowerToLoop(shared_rows=backend == "cpu", half_kernels=backend == "gpu",
-                            threads=cpu.THREADS,
+                            threads=threads,
                             parallel_threshold=cpu.PARALLEL_THRESHOLD),
-                Schedule(vector_bits=cpu.vector_bits(), threads=cpu.THREADS,
+                Schedule(vector_bits=cpu.vector_bits(), threads=threads,
                          parallel_threshold=cpu.PARALLEL_THRESHOLD,
                          **(GPU_REDUCTIONS if backend == "gpu" else {})), ShareKernels()]
     raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
@@ -183,13 +187,13 @@ def tensor_stage(module: ModuleOp, partition: tuple[str, float | None] = DEFAULT
 
 
 def lower_below(module: ModuleOp, backend: str, layouts: list[str] | tuple[str, ...] = (),
-                after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None
-                ) -> tuple[ModuleOp, LoweringReport | None]:
+                after_each: Callable[[ModulePass, ModuleOp, float], None] | None = None,
+                threads: int | None = None) -> tuple[ModuleOp, LoweringReport | None]:
     """`module` (one function, through the tensor-level passes) through the
     passes below the tensor level, in place: the module at the backend's
     last level and the lowering's report (None where nothing is lowered
     below the tensor level)."""
-    passes = lower_passes(backend, layouts)
+    passes = lower_passes(backend, layouts, threads)
     run_passes(module, passes, after_each)
     reports = [r for p in passes if isinstance(p, LowerToLoop) for r in p.reports]
     return module, (reports[0] if reports else None)
@@ -270,18 +274,20 @@ def clear_programs() -> None:
 def compile_segment(module: ModuleOp, backend: str = "numpy",
                     layouts: list[str] | None = None, key=None,
                     partition: tuple[str, float | None] = DEFAULT_PARTITION,
-                    mode: str = "default") -> Callable:
+                    mode: str = "default", inputs: list | None = None) -> Callable:
     """The pipeline, then the backend's emitter; programs are shared
     process-wide by `ProgramKey` (`key` names the IR: its structural key;
     default its text; `mode`, the compiled function's, keeps GPU programs of
-    different modes apart). A joint forward+backward function (from
+    different modes apart; a CPU program compiled for "max-autotune" is
+    tuned on `inputs`, its first call's: lowering/autotune.py). A joint
+    forward+backward function (from
     `grad`/`value_and_grad`/`vjp`) comes out of the `remat` stage cut in two
     (`partition` = (strategy, memory_budget)) and runs as a forward then a
     backward program."""
     cache_key = ProgramKey(key if key is not None else str(module), backend,
                            tuple(layouts or ()), tuple(partition),
                            cost_model.digest() if backend == "cpu" else "",
-                           mode if backend == "gpu" else "", flag_categories(backend))
+                           _mode_key(backend, mode), flag_categories(backend))
     with _PROGRAMS_LOCK:
         prog = _PROGRAMS.get(cache_key)
     env = symbols_active()
@@ -293,8 +299,9 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     if prog is None:
         t0 = time.perf_counter()
         before = set(env.relations) if env is not None else set()
+        tuned = backend == "cpu" and mode == "max-autotune" and inputs is not None
         prog = _compile(module, backend, list(layouts or ()), partition, cache_key,
-                        cache_key.flags)
+                        cache_key.flags, inputs if tuned else None)
         if env is not None:
             try:
                 prog.relations = [r for r in env.relations if r not in before]
@@ -311,14 +318,25 @@ def compile_segment(module: ModuleOp, backend: str = "numpy",
     return prog
 
 
+def _mode_key(backend: str, mode: str) -> str:
+    """The part of a program's key its compile mode is: every GPU mode keeps
+    programs of its own; on the CPU only max-autotune's are other programs."""
+    return mode if backend == "gpu" or mode == "max-autotune" else ""
+
+
 def _compile(module: ModuleOp, backend: str, layouts: list[str],
              partition: tuple[str, float | None], key: ProgramKey | None = None,
-             flags: tuple[str, ...] = ()) -> Callable:
+             flags: tuple[str, ...] = (), tune_inputs: list | None = None) -> Callable:
     """The program of one segment: from the on-disk cache (a CPU program
     compiled before, in any process: backends/cpu_cache.py), or the
     tensor-level passes, then, for each function they leave, the passes
-    below and the emitter."""
+    below and the emitter (`tune_inputs`: max-autotune's candidates of
+    the whole segment, timed on them)."""
     disk = None
+    if tune_inputs is not None and key is not None:
+        tensor = tensor_stage(module, partition, flags=flags)
+        if read_cut(tensor) is None:  # (a training step's halves: not tuned)
+            return autotune.tune(partial(_candidate, tensor, backend, layouts), tune_inputs, key)
     if backend == "cpu" and key is not None:
         disk = cpu_cache.find(module, key.ir, key.layouts, key.partition,
                               pipeline(backend, key.layouts, partition, flags))
@@ -332,6 +350,15 @@ def _compile(module: ModuleOp, backend: str, layouts: list[str],
     if disk is None:
         return emit(final, backend, report)
     return disk.build(final, report, partial(_timed, after=None))
+
+
+def _candidate(tensor: ModuleOp, backend: str, layouts: list[str],
+               c: autotune.Candidate) -> tuple[str, Callable]:
+    """One max-autotune candidate's program of a segment at the tensor
+    level: (its kernel level's text, the program)."""
+    with c.applied():
+        final, report = lower_below(tensor.clone(), backend, layouts, threads=c.threads)
+        return str(final), emit(final, backend, report)
 
 
 class PartitionedProgram:

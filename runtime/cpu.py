@@ -7,7 +7,9 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 import llvmlite.binding as llvm
 
@@ -81,12 +83,32 @@ def target_machine():
 VECTOR_BITS_CHOICES = (128, 256, 512)
 
 
+# a width `vector_width` set for this thread's compiles (max-autotune's candidates)
+_width = threading.local()
+
+
+@contextmanager
+def vector_width(bits: int) -> Iterator[None]:
+    """Vectorize this thread's compiles for `bits` (one of VECTOR_BITS_CHOICES)."""
+    if bits not in VECTOR_BITS_CHOICES:
+        raise ValueError(f"vector width must be one of {VECTOR_BITS_CHOICES}, got {bits!r}")
+    old = getattr(_width, "bits", None)
+    _width.bits = bits
+    try:
+        yield
+    finally:
+        _width.bits = old
+
+
 def vector_bits() -> int:
     """The SIMD register width kernels are vectorized for: the host's, or
     LOWERING_VECTOR_BITS (128, 256 or 512) to vectorize for another width
     (LLVM splits vectors wider than the host's registers, so the kernels stay
     correct, if slower; the process-replay check pins it so that recorded
-    kernels compare on any host)."""
+    kernels compare on any host), or `vector_width`'s in this thread."""
+    width = getattr(_width, "bits", None)
+    if width is not None:
+        return width
     forced = os.environ.get("LOWERING_VECTOR_BITS")
     if forced:
         if not forced.isdigit() or int(forced) not in VECTOR_BITS_CHOICES:
