@@ -256,6 +256,7 @@ class KernelCodegen:
         self.row_rows: dict[L.ReduceOp, ir.Value] = {}  # reduce -> its row (stack array)
         self.row_reads: dict[SSAValue, tuple[ir.Value, SSAValue]] = {}  # value -> row, index
         self.carried: dict[SSAValue, ir.Value] = {}  # buffer -> slot (`carry_previous_point`)
+        self.carried_loads: set[Operation] = set()  # the loads that read those slots
         if P:
             def at_point(p):
                 coords = []
@@ -952,7 +953,7 @@ class KernelCodegen:
         return buf, exprs, lane_dim
 
     def load(self, op: L.LoadOp, w: int) -> ir.Value:
-        if w == 1 and self.carried and op in self.carried_loads:
+        if w == 1 and op in self.carried_loads:
             slot = self.carried[op.buffer]
             return self.from_mem(self.b.load(slot), op.buffer.type.element_type)
         b = self.b
