@@ -286,8 +286,7 @@ class TracedArray:
         answers = set()
         for strides in layouts:
             try:
-                answers.add(get(np_apply_all(self._steps, strided_dummy(st.shape, strides,
-                                                                        st.dtype))))
+                answers.add(get(self._view_dummy(strides)))
             except (AttributeError, ValueError):  # numpy would have copied, not viewed
                 answers.add(None)
         if len(answers) != 1 or None in answers:
@@ -305,9 +304,16 @@ class TracedArray:
         if o is None or any(type(d) is SymDim for d in (*st.shape, *self._v().type.get_shape())):
             return None  # (a size symbol: the dummy would specialize it)
         try:
-            return np_apply_all(self._steps, strided_dummy(st.shape, o.strides, st.dtype)).strides
+            return self._view_dummy(o.strides).strides
         except (AttributeError, ValueError):
             return None
+
+    def _view_dummy(self, strides):
+        """A layout-only dummy of this array: its storage's shape with
+        `strides`, through the view steps taken since (numpy's AttributeError
+        or ValueError where a step would copy)."""
+        st = self._st
+        return np_apply_all(self._steps, strided_dummy(st.shape, strides, st.dtype))
 
     def _owner(self, what: str):
         """The array that owns this one's memory (numpy's `base` of a view),
