@@ -155,6 +155,7 @@ class TorchDevice(Device):
             raise NoDevice("torch finds no CUDA device")
         self.torch = torch
         self.dev = torch.device("cuda")
+        self._dtypes: dict = {}  # numpy dtype -> torch dtype
         try:  # (what Triton's launcher reads too: cheaper than a Stream object)
             from torch._C import _cuda_getCurrentRawStream as raw
             from torch._C import _cuda_getDevice as current  # (torch.cuda.current_device: 1 us)
@@ -165,10 +166,13 @@ class TorchDevice(Device):
             self._stream = lambda: torch.cuda.current_stream().cuda_stream
 
     def dtype(self, dt: np.dtype):
-        return _torch_dtype(self.torch, np.dtype(dt))
+        t = self._dtypes.get(dt)  # (numpy's dtype name is a slow property: ~5 us)
+        if t is None:
+            t = self._dtypes[dt] = _torch_dtype(self.torch, np.dtype(dt))
+        return t
 
     def empty(self, shape, dtype):
-        return self.torch.empty(tuple(shape), dtype=self.dtype(dtype), device=self.dev)
+        return self.torch.empty(shape, dtype=self.dtype(dtype), device=self.dev)
 
     def from_host(self, a):
         # torch keeps a dense layout (C or F order) in the copy; anything else

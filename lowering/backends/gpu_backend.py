@@ -339,7 +339,7 @@ class GpuProgram:
         ck = fn[(st.grid,)](*values, **dict(zip(names, st.constexpr_values)),
                             num_warps=st.num_warps, **tk.options)
         if hasattr(ck, "function") and hasattr(ck, "run"):
-            st.runners[key] = ck[(st.grid, 1, 1)]
+            st.runners[key] = launcher(ck, st.grid, dev)
 
     # ---- graphs (mode="reduce-overhead") ----
     def graph_why(self) -> str:
@@ -419,7 +419,7 @@ class GpuProgram:
             if not (hasattr(ck, "function") and hasattr(ck, "run")):
                 # (the JIT's own launch would take torch's stream, not the capture's)
                 raise gpu.NotCapturable(f"no launcher of its own for kernel {tk.name}")
-            st.runners[key] = run = ck[(st.grid, 1, 1)]
+            st.runners[key] = run = launcher(ck, st.grid, dev)
         consts = st.constexpr_values
 
         def launch(stream):
@@ -574,13 +574,54 @@ def _nbytes(t) -> int:
     return n * dtype_of(t.element_type).itemsize
 
 
+def launcher(ck, grid: int, dev: gpu.Device):
+    """`run(*args, stream=None)` launching compiled kernel `ck` on `grid`
+    programs: its C launcher called with the grid, the function handle and
+    the packed metadata fixed, the stream (when not given) read with the
+    device's own call. Triton's `ck[grid]` runner does the same per launch
+    through its driver's device and stream queries and its hook settings;
+    where launch hooks are set (a profiler) or Triton's runner calls its
+    launcher otherwise than this code knows, that runner is used."""
+    runner = ck[(grid, 1, 1)]
+    try:
+        import inspect
+
+        from triton import knobs
+        from triton.compiler.compiler import CompiledKernel
+
+        known = "self.run(grid[0], grid[1], grid[2], stream, self.function, " \
+            "self.packed_metadata, launch_metadata," in inspect.getsource(CompiledKernel.__getitem__)
+        hooks = any(_hooked(h) for h in (knobs.runtime.launch_enter_hook,
+                                         knobs.runtime.launch_exit_hook))
+    except Exception:  # (another Triton: its own runner)
+        return runner
+    if not known or hooks:
+        return runner
+    c_launch, function, meta, stream_of = ck.run, ck.function, ck.packed_metadata, \
+        dev.current_stream
+
+    def run(*args, stream=None):
+        c_launch(grid, 1, 1, stream_of() if stream is None else stream, function, meta,
+                 None, None, None, *args)
+    return run
+
+
+def _hooked(hook) -> bool:
+    """Whether a Triton launch hook setting calls anything (a plain hook, or
+    a chain of them holding one: Triton 3.5 on)."""
+    return hook is not None and bool(getattr(hook, "calls", True))
+
+
 def _specialization(values) -> tuple:
     """What Triton's JIT specializes a kernel on, per argument: a pointer's
     16-byte alignment; an integer's being 1, its divisibility by 16 and
     whether it fits in 32 bits (floats and bools are not specialized)."""
     key = []
     for v in values:
-        if isinstance(v, bool) or isinstance(v, float):
+        t = type(v)  # (the common types first: this runs at every launch)
+        if t is int:
+            key.append((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)))
+        elif t is bool or t is float or isinstance(v, (bool, float)):
             key.append(None)
         elif isinstance(v, int):
             key.append((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)))

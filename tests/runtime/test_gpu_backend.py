@@ -511,3 +511,76 @@ def test_a_training_step_runs_on_device_arrays_without_the_host(box_device, monk
             np.testing.assert_allclose(got.a, want, rtol=1e-9, atol=1e-12)
     assert step._device_entries and step.stats["compiles"] == 1
     assert host_copies == []  # no argument went through the host
+
+
+# ---- the compiled kernel's launcher ---------------------------------------------
+
+class _FakeCompiled:
+    """What `launcher` reads of a Triton CompiledKernel."""
+
+    def __init__(self):
+        self.calls = []
+        self.function, self.packed_metadata = "fn-handle", ("meta",)
+
+    def run(self, *args):
+        self.calls.append(args)
+
+    def __getitem__(self, grid):
+        def runner(*args, stream=None):
+            self.calls.append(("runner", grid, stream, args))
+        return runner
+
+
+def _noop(*args):
+    pass
+
+
+class _StreamDevice:
+    def current_stream(self):
+        return 77
+
+
+def test_launcher_calls_the_c_launcher_with_everything_fixed():
+    from lowering.backends.gpu_backend import launcher
+
+    ck = _FakeCompiled()
+    run = launcher(ck, 12, _StreamDevice())
+    run("a", 3, 4)
+    run("b", 5, 6, stream=9)
+    assert ck.calls == [(12, 1, 1, 77, "fn-handle", ("meta",), None, None, None, "a", 3, 4),
+                        (12, 1, 1, 9, "fn-handle", ("meta",), None, None, None, "b", 5, 6)]
+
+
+def test_launcher_keeps_tritons_runner_where_launch_hooks_are_set(monkeypatch):
+    from triton import knobs
+
+    from lowering.backends.gpu_backend import launcher
+
+    hook = knobs.runtime.launch_enter_hook
+    if hasattr(hook, "add"):  # (Triton 3.5 on: a chain of hooks)
+        monkeypatch.setattr(hook, "calls", [_noop])
+    else:
+        monkeypatch.setattr(knobs.runtime, "launch_enter_hook", _noop)
+    ck = _FakeCompiled()
+    launcher(ck, 3, _StreamDevice())("x")
+    assert ck.calls == [("runner", (3, 1, 1), None, ("x",))]
+
+
+def test_written_argument_check_compares_bits():
+    """device_call._same: which host copies a call wrote (their bits)."""
+    from dialects.dtypes import BFLOAT16
+    from lowering.device_call import _same
+
+    a = np.array([0.0, 1.0, np.nan])
+    assert _same(a, a.copy())
+    assert not _same(a, np.array([-0.0, 1.0, np.nan]))  # a signed zero is a write
+    payload = a.copy()
+    payload.view(np.uint64)[2] ^= 1  # another NaN
+    assert not _same(a, payload)
+    m = np.arange(24.0).reshape(4, 6)
+    assert _same(m[:, ::2], m[:, ::2].copy()) and not _same(m[:, ::2], m[:, 1::2])
+    h = np.array([1.5, -2.0], BFLOAT16)
+    assert _same(h, h.copy()) and not _same(h, -h)
+    c = np.array([1 + 2j, 3 - 4j])
+    assert _same(c, c.copy()) and not _same(c, np.conj(c))
+    assert _same(np.float32(2.0) * np.ones(()), np.array(2.0))
