@@ -18,7 +18,12 @@ structural key, layouts, partition, flags, the compiler's and the host's
 environment, the candidates' names): a later process compiling the same
 segment on the same kind of host compiles that candidate alone and times
 nothing. `explain` shows the chosen candidate and every candidate's time
-(`Tuning.lines`)."""
+(`Tuning.lines`).
+
+A candidate that forces the cost model's choices does so process-wide
+(`cost_model.forced`) while it compiles: a compile in another thread at
+that moment takes the same forced choices (a slower program, never a wrong
+one), which its key records (`cost_model.digest`)."""
 
 from __future__ import annotations
 
