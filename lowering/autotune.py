@@ -22,8 +22,8 @@ nothing. `explain` shows the chosen candidate and every candidate's time
 
 A candidate that forces the cost model's choices does so process-wide
 (`cost_model.forced`) while it compiles: a compile in another thread at
-that moment takes the same forced choices (a slower program, never a wrong
-one), which its key records (`cost_model.digest`)."""
+that moment may take the same forced choices and keep them under its
+unforced key (a slower program for that key, never a wrong one)."""
 
 from __future__ import annotations
 
