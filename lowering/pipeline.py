@@ -335,8 +335,10 @@ def _compile(module: ModuleOp, backend: str, layouts: list[str],
     disk = None
     if tune_inputs is not None and key is not None:
         tensor = tensor_stage(module, partition, flags=flags)
-        if read_cut(tensor) is None:  # (a training step's halves: not tuned)
-            return autotune.tune(partial(_candidate, tensor, backend, layouts), tune_inputs, key)
+        cut = read_cut(tensor)
+        if cut is not None:  # (a training step's halves: not tuned)
+            return PartitionedProgram(cut, backend, layouts)
+        return autotune.tune(partial(_candidate, tensor, backend, layouts), tune_inputs, key)
     if backend == "cpu" and key is not None:
         disk = cpu_cache.find(module, key.ir, key.layouts, key.partition,
                               pipeline(backend, key.layouts, partition, flags))

@@ -116,10 +116,14 @@ _HALF_KERNELS: ContextVar[bool] = ContextVar("half_kernels", default=False)
 def _half(v: SSAValue) -> bool:
     """A float16 or bfloat16 value that generated code does not hold (the
     CPU's: numpy computes it, an extern)."""
+    return not _HALF_KERNELS.get() and _is_half(getattr(v.type, "element_type", None))
+
+
+def _is_half(t) -> bool:
+    """Whether element type `t` is float16 or bfloat16."""
     from xdsl.dialects.builtin import BFloat16Type, Float16Type
 
-    return not _HALF_KERNELS.get() and isinstance(getattr(v.type, "element_type", None),
-                                                  (Float16Type, BFloat16Type))
+    return isinstance(t, (Float16Type, BFloat16Type))
 
 
 def generated(op: Operation) -> bool:
@@ -1128,9 +1132,8 @@ class Lowering:
                                  if any(t for _, t in ops) else "")
             else:
                 ins = [self.read(o) for o in op.operands]
-            reads = [src for src, _ in views] if views is not None else []
-            if isinstance(op, A.DotOp) and views is None:
-                reads = [o for o, _ in ops]
+            reads = [src for src, _ in views] if views is not None else \
+                [src for src, _ in ops] if isinstance(op, A.DotOp) else []
             for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands), *reads]:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
                     raise Restart(o, "", undefer=True)
@@ -1404,9 +1407,9 @@ def narrow_operands(ops: list[tuple[SSAValue, bool]]) -> list[tuple[SSAValue, bo
 
 
 def _wide_of_half(cast: A.CastOp) -> bool:
-    from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
+    from xdsl.dialects.builtin import Float32Type
 
-    return isinstance(cast.input.type.element_type, (Float16Type, BFloat16Type)) and \
+    return _is_half(cast.input.type.element_type) and \
         isinstance(cast.result.type.element_type, Float32Type)
 
 

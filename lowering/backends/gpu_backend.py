@@ -38,6 +38,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from xdsl.dialects import func, memref
@@ -584,18 +585,13 @@ def launcher(ck, grid: int, dev: gpu.Device):
     launcher otherwise than this code knows, that runner is used."""
     runner = ck[(grid, 1, 1)]
     try:
-        import inspect
-
         from triton import knobs
-        from triton.compiler.compiler import CompiledKernel
 
-        known = "self.run(grid[0], grid[1], grid[2], stream, self.function, " \
-            "self.packed_metadata, launch_metadata," in inspect.getsource(CompiledKernel.__getitem__)
         hooks = any(_hooked(h) for h in (knobs.runtime.launch_enter_hook,
                                          knobs.runtime.launch_exit_hook))
     except Exception:  # (another Triton: its own runner)
         return runner
-    if not known or hooks:
+    if hooks or not _known_runner():
         return runner
     c_launch, function, meta, stream_of = ck.run, ck.function, ck.packed_metadata, \
         dev.current_stream
@@ -604,6 +600,21 @@ def launcher(ck, grid: int, dev: gpu.Device):
         c_launch(grid, 1, 1, stream_of() if stream is None else stream, function, meta,
                  None, None, None, *args)
     return run
+
+
+@lru_cache(maxsize=None)
+def _known_runner() -> bool:
+    """Whether Triton's `CompiledKernel[grid]` runner calls its launcher as
+    `launcher` does (read once: the installed Triton's source)."""
+    try:
+        import inspect
+
+        from triton.compiler.compiler import CompiledKernel
+
+        return "self.run(grid[0], grid[1], grid[2], stream, self.function, " \
+            "self.packed_metadata, launch_metadata," in inspect.getsource(CompiledKernel.__getitem__)
+    except Exception:  # (another Triton)
+        return False
 
 
 def _hooked(hook) -> bool:
@@ -618,13 +629,11 @@ def _specialization(values) -> tuple:
     whether it fits in 32 bits (floats and bools are not specialized)."""
     key = []
     for v in values:
-        t = type(v)  # (the common types first: this runs at every launch)
-        if t is int:
+        t = type(v)  # (the common type first: this runs at every launch)
+        if t is int or (isinstance(v, int) and not isinstance(v, bool)):
             key.append((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)))
-        elif t is bool or t is float or isinstance(v, (bool, float)):
+        elif isinstance(v, (bool, float)):
             key.append(None)
-        elif isinstance(v, int):
-            key.append((v == 1, v % 16 == 0, -(1 << 31) <= v < (1 << 31)))
         else:
             key.append(v.data_ptr() % 16 == 0)
     return tuple(key)
