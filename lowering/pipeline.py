@@ -14,7 +14,10 @@ runtime and never imports the pipeline.
              function passes through), canonicalize, decompose,
              strength-reduce, cse, batch-routines (independent calls of one
              numpy routine: one call on their stack), dce
-    cpu      annotate-layouts, lower-to-loop (tensor -> loop level, fusion),
+    cpu      sink-concat (an element-wise op over a concatenation -- np.roll,
+             np.concatenate -- becomes a concatenation of the op over its
+             pieces: passes/sink_concat.py), annotate-layouts, lower-to-loop
+             (tensor -> loop level, fusion),
              schedule (loop -> kernel level, cost model), share-kernels (kernels
              that differ only in constants and sizes read them as parameters)
              — on each half of a cut function by itself, the backward's once
@@ -59,6 +62,7 @@ from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
 from passes.remat import Partition, Remat, read_cut
 from passes.schedule import Schedule
 from passes.share_kernels import ShareKernels
+from passes.sink_concat import SinkConcat
 from passes.strength_reduce import StrengthReduce
 from runtime import cpu
 from runtime.errors import reported_categories
@@ -140,7 +144,7 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = (),
         return []
     threads = cpu.THREADS if threads is None else threads
     if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
-        return [AnnotateLayouts(tuple(layouts)),
+        return [SinkConcat(half_kernels=backend == "gpu"), AnnotateLayouts(tuple(layouts)),
                 LowerToLoop(shared_rows=backend == "cpu", half_kernels=backend == "gpu",
                             threads=threads,
                             parallel_threshold=cpu.PARALLEL_THRESHOLD),

@@ -836,7 +836,9 @@ class Lowering:
             return [op.dest, op.result]  # the source is computed in its kernel
         if mode == "copy":
             return [op.result]  # the destination and the source computed in its kernels
-        if concat_in_kernels(op) and all(self.computed_once(o) for o in op.inputs):
+        if self.pieces_in_kernels(op):
+            if self.nested_piece(op.result):
+                return []  # written by the concatenation it is a piece of
             return [op.result]  # each piece computed in its kernel, at its offset
         if not generated(op):
             views = self.extern_views(op)
@@ -849,6 +851,39 @@ class Lowering:
                 operands = list(op.operands)
             return operands + list(op.results)
         return []
+
+    def pieces_in_kernels(self, op: Operation) -> bool:
+        """A concatenation written piece by piece, each piece's expression
+        fused into the kernel that writes it."""
+        return concat_in_kernels(op) and all(self.computed_once(o) for o in op.inputs)
+
+    def nested_piece(self, v: SSAValue) -> bool:
+        """v, a concatenation written piece by piece, is itself a piece
+        of one (`sink-concat` nests them where two axes are split): its
+        pieces are written into that one's buffer, at both offsets."""
+        if not (isinstance(v.owner, A.ConcatOp) and self.pieces_in_kernels(v.owner)
+                and v.has_one_use()):
+            return False
+        user = next(iter(v.uses)).operation
+        return isinstance(user, A.ConcatOp) and self.pieces_in_kernels(user)
+
+    def concat_leaves(self, op: A.ConcatOp, base: tuple[int, ...] | None = None
+                      ) -> list[tuple[SSAValue, tuple[int, ...]]]:
+        """The pieces of a concatenation, through nested ones
+        (`nested_piece`), each with its offset in the result; empty ones
+        left out."""
+        axis = op.axis.value.data
+        base = base or (0,) * op.result.type.get_num_dims()
+        out, off = [], 0
+        for piece in op.inputs:
+            shape = piece.type.get_shape()
+            at = tuple(b + off if d == axis else b for d, b in enumerate(base))
+            if self.nested_piece(piece):
+                out += self.concat_leaves(piece.owner, at)
+            elif 0 not in shape:
+                out.append((piece, at))
+            off += shape[axis]
+        return out
 
     def computed_once(self, v: SSAValue) -> bool:
         """Whether computing v where it is read computes each of its elements
@@ -1102,12 +1137,8 @@ class Lowering:
         if concat_in_kernels(op):
             if v not in self.buffer:
                 buf = self._alloc(v)
-                offset = 0
-                for i, piece in enumerate(op.inputs):
-                    n = piece.type.get_shape()[op.axis.value.data]
-                    if n and 0 not in piece.type.get_shape():
-                        ConcatEmitter(self, v, buf, i, offset).emit()
-                    offset += n
+                for piece, at in self.concat_leaves(op):
+                    ConcatEmitter(self, v, buf, piece, at).emit()
             return
         if op in self.shared:
             if v not in self.buffer:
@@ -1763,18 +1794,16 @@ def concat_in_kernels(op: Operation) -> bool:
 
 
 class ConcatEmitter(KernelEmitter):
-    """Piece i of a concatenation (`concat_in_kernels`), stored `offset`
-    along the axis."""
+    """A piece of a concatenation (`concat_in_kernels`, through nested
+    ones: `Lowering.concat_leaves`), stored at its offset `at` (per dim)."""
 
-    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue, i: int, offset: int):
+    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue, piece: SSAValue,
+                 at: tuple[int, ...]):
         super().__init__(lw, root, buf)
-        op = root.owner
-        self.target = op.inputs[i]
-        self.axis, self.offset = op.axis.value.data, offset
+        self.target, self.at = piece, at
 
     def stored_at(self, idx: Index) -> Index:
-        return tuple(e + self.offset if d == self.axis and self.offset else e
-                     for d, e in enumerate(idx))
+        return tuple(e + a if a else e for e, a in zip(idx, self.at))
 
     def emit(self) -> None:
         super().emit()
