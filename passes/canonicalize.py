@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -52,14 +53,34 @@ class TransposeOfTranspose(RewritePattern):
 
 
 class SliceOfInsertSlice(RewritePattern):
-    """Reading back exactly the window just written yields what was written."""
+    """Reading back exactly the window just written yields what was written
+    — where that is free to read (an argument, or a view of one) or where
+    the assignment is then read by nothing else (it goes away). A computed
+    value the array keeps is read from the array: folded, it has a second
+    reader, which computes it again (`B[1:-1] = f(A); A[1:-1] = g(B)`
+    stepped in a loop computed each step's stencil over all the earlier
+    ones) or gets a buffer of its own, copied into the array's."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: A.SliceOp, rewriter: PatternRewriter) -> None:
         src = op.input.owner
         if (isinstance(src, A.InsertSliceOp) and src.start == op.start and src.step == op.step
-                and same_type(src.source.type, op.result.type)):
+                and same_type(src.source.type, op.result.type)
+                and (_free(src.source) or all(_same_window(u.operation, src)
+                                              for u in src.result.uses))):
             rewriter.replace(op, [], [src.source])
+
+
+def _free(v) -> bool:
+    """v is an argument, or a view of one: reading it computes nothing."""
+    while isinstance(v.owner, (A.SliceOp, A.BroadcastOp, A.TransposeOp, A.ReshapeOp)):
+        v = v.owner.operands[0]
+    return not isinstance(v.owner, Operation)
+
+
+def _same_window(user: Operation, ins: A.InsertSliceOp) -> bool:
+    return (isinstance(user, A.SliceOp) and user.start == ins.start and user.step == ins.step
+            and same_type(ins.source.type, user.result.type))
 
 
 class InsertSliceTwice(RewritePattern):

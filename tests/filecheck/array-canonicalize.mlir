@@ -41,7 +41,8 @@ builtin.module {
     func.return %1, %2 : tensor<2x3x4xf32>, tensor<3x2x4xf32>
   }
 
-  // Reading back exactly the window just written yields what was written.
+  // Reading back exactly the window just written yields what was written,
+  // where that is an argument (or a view of one).
   // (`{{\[\[}}` is FileCheck's spelling of a literal `[[`.)
   // CHECK-LABEL: func.func @slice_of_insert_slice
   func.func @slice_of_insert_slice(%u: tensor<8xf64>, %v: tensor<6xf64>) -> (tensor<6xf64>, tensor<6xf64>) {
@@ -52,5 +53,30 @@ builtin.module {
     %1 = array.slice %0[[1], [1]] : tensor<8xf64> -> tensor<6xf64>
     %2 = array.slice %0[[2], [1]] : tensor<8xf64> -> tensor<6xf64>
     func.return %1, %2 : tensor<6xf64>, tensor<6xf64>
+  }
+
+  // A computed value the array keeps is read from the array (folded, it
+  // would have a second reader, which computes it again)...
+  // CHECK-LABEL: func.func @computed_and_kept
+  func.func @computed_and_kept(%u: tensor<8xf64>, %v: tensor<6xf64>) -> (tensor<8xf64>, tensor<6xf64>) {
+    // CHECK-NEXT: [[E:%.*]] = math.exp %v : tensor<6xf64>
+    // CHECK-NEXT: [[W:%.*]] = array.insert_slice [[E]] into %u{{\[\[}}1], [1]] : tensor<6xf64> into tensor<8xf64>
+    // CHECK-NEXT: [[R:%.*]] = array.slice [[W]]{{\[\[}}1], [1]] : tensor<8xf64> -> tensor<6xf64>
+    // CHECK-NEXT: func.return [[W]], [[R]]
+    %e = math.exp %v : tensor<6xf64>
+    %0 = array.insert_slice %e into %u[[1], [1]] : tensor<6xf64> into tensor<8xf64>
+    %1 = array.slice %0[[1], [1]] : tensor<8xf64> -> tensor<6xf64>
+    func.return %0, %1 : tensor<8xf64>, tensor<6xf64>
+  }
+
+  // ... unless nothing else reads the array: the assignment goes away.
+  // CHECK-LABEL: func.func @computed_read_back_only
+  func.func @computed_read_back_only(%u: tensor<8xf64>, %v: tensor<6xf64>) -> tensor<6xf64> {
+    // CHECK-NEXT: [[E:%.*]] = math.exp %v : tensor<6xf64>
+    // CHECK-NEXT: func.return [[E]]
+    %e = math.exp %v : tensor<6xf64>
+    %0 = array.insert_slice %e into %u[[1], [1]] : tensor<6xf64> into tensor<8xf64>
+    %1 = array.slice %0[[1], [1]] : tensor<8xf64> -> tensor<6xf64>
+    func.return %1 : tensor<6xf64>
   }
 }
