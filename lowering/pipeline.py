@@ -14,7 +14,9 @@ runtime and never imports the pipeline.
              function passes through), canonicalize, decompose,
              strength-reduce, cse, batch-routines (independent calls of one
              numpy routine: one call on their stack), dce
-    cpu      sink-concat (an element-wise op over a concatenation -- np.roll,
+    cpu      cover-products (products of windows of the same two matrices:
+             one product over their cover, passes/cover_products.py),
+             sink-concat (an element-wise op over a concatenation -- np.roll,
              np.concatenate -- becomes a concatenation of the op over its
              pieces: passes/sink_concat.py), annotate-layouts, lower-to-loop
              (tensor -> loop level, fusion),
@@ -62,6 +64,7 @@ from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
 from passes.remat import Partition, Remat, read_cut
 from passes.schedule import Schedule
 from passes.share_kernels import ShareKernels
+from passes.cover_products import CoverProducts
 from passes.sink_concat import SinkConcat
 from passes.strength_reduce import StrengthReduce
 from runtime import cpu
@@ -144,7 +147,8 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = (),
         return []
     threads = cpu.THREADS if threads is None else threads
     if backend in ("cpu", "gpu"):  # (gpu: the same kernel level, emitted as Triton)
-        return [SinkConcat(half_kernels=backend == "gpu"), AnnotateLayouts(tuple(layouts)),
+        return [CoverProducts(), SinkConcat(half_kernels=backend == "gpu"),
+                AnnotateLayouts(tuple(layouts)),
                 LowerToLoop(shared_rows=backend == "cpu", half_kernels=backend == "gpu",
                             threads=threads,
                             parallel_threshold=cpu.PARALLEL_THRESHOLD),

@@ -195,7 +195,7 @@ def test_passes_lists_the_pipeline_in_order():
     names = re.findall(r"^\s+\d+\. (\S+)", out, re.M)
     tensor = [p.name for p in tensor_passes()]
     assert names == ["keep-flags", "remat"] + tensor + [
-        "sink-concat", "annotate-layouts", "lower-to-loop", "schedule", "share-kernels", "llvm-emit",
+        "cover-products", "sink-concat", "annotate-layouts", "lower-to-loop", "schedule", "share-kernels", "llvm-emit",
         "llvm-jit", "memory-plan"]
     assert names[:4] == ["keep-flags", "remat", "array-canonicalize", "decompose"]
     # the listing is the pipeline the compile path runs, pass objects and all
