@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.context import Context
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ModuleOp, TensorType
 from xdsl.ir import Operation
+from xdsl.rewriter import InsertPoint
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -83,6 +84,82 @@ def _same_window(user: Operation, ins: A.InsertSliceOp) -> bool:
             and same_type(ins.source.type, user.result.type))
 
 
+def window_box(op: A.SliceOp | A.InsertSliceOp, shape) -> list[tuple[int, int]] | None:
+    """The [lo, hi) per dim of a step-1 window of static size, else None."""
+    if any(st != 1 for st in A.ints(op.step)) or any(type(d) is not int for d in shape):
+        return None
+    return [(lo, lo + n) for lo, n in zip(A.ints(op.start), shape)]
+
+
+def _inside(a, b) -> bool:
+    return all(blo <= alo and ahi <= bhi for (alo, ahi), (blo, bhi) in zip(a, b))
+
+
+def apart(a, b) -> bool:
+    """Two boxes share no element."""
+    return any(ahi <= blo or bhi <= alo for (alo, ahi), (blo, bhi) in zip(a, b))
+
+
+class ReadInsideWindow(RewritePattern):
+    """A part of the window just written, read where nothing else reads the
+    array there (the next assignment overwrites it, other reads are apart),
+    is read from the value written, and the assignment writes only the rest
+    of its window: `y[k:] += t_k` in a loop over k (an FIR filter's taps)
+    becomes one fused expression of every tap over y[K:] and one element
+    per tap, instead of a pass over y per tap. Each element of the value
+    is computed once — in the assignment or in the reader — and the rest
+    of the window must be a box (the read a prefix or suffix of it along
+    one axis)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: A.SliceOp, rewriter: PatternRewriter) -> None:
+        ins = op.input.owner
+        if not isinstance(ins, A.InsertSliceOp):
+            return
+        w = window_box(ins, ins.source.type.get_shape())
+        s = window_box(op, op.result.type.get_shape())
+        if w is None or s is None or s == w or not _inside(s, w):
+            return
+        diff = [d for d, (a, b) in enumerate(zip(s, w)) if a != b]
+        if len(diff) != 1:
+            return
+        d = diff[0]
+        (slo, shi), (wlo, whi) = s[d], w[d]
+        if slo != wlo and shi != whi:  # the rest would be two pieces
+            return
+        for u in ins.result.uses:
+            user = u.operation
+            if user is op:
+                continue
+            if isinstance(user, A.InsertSliceOp) and u.index == 1:
+                uw = window_box(user, user.source.type.get_shape())
+                if uw is not None and _inside(s, uw):
+                    continue
+            if isinstance(user, A.SliceOp):
+                uw = window_box(user, user.result.type.get_shape())
+                if uw is not None and apart(uw, s):
+                    continue
+            return
+        v = ins.source
+        vt = v.type
+        elem = vt.element_type
+        rel = [lo - wl for (lo, _), (wl, _) in zip(s, w)]
+        read = A.SliceOp(v, rel, [1] * len(w), op.result.type)
+        rest_lo, rest_hi = (shi, whi) if slo == wlo else (wlo, slo)
+        rest_shape = [hi - lo for lo, hi in w]
+        rest_shape[d] = rest_hi - rest_lo
+        rest_rel = [0] * len(w)
+        rest_rel[d] = rest_lo - wlo
+        rest = A.SliceOp(v, rest_rel, [1] * len(w), TensorType(elem, rest_shape))
+        start = [lo for lo, _ in w]
+        start[d] = rest_lo
+        new_ins = A.InsertSliceOp(rest.result, ins.dest, start, [1] * len(w))
+        rewriter.insert(read, InsertPoint.before(op))
+        rewriter.replace(op, [], [read.result])
+        rewriter.insert([rest, new_ins], InsertPoint.before(ins))
+        rewriter.replace(ins, [], [new_ins.result])
+
+
 class InsertSliceTwice(RewritePattern):
     """Writing a window again with what it already holds changes nothing:
     `x[w] -= y` stores its result through the view and again by the
@@ -103,5 +180,5 @@ class ArrayCanonicalize(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GreedyRewritePatternApplier([
             FoldIdentity(), ReshapeOfReshape(), TransposeOfTranspose(), SliceOfInsertSlice(),
-            InsertSliceTwice(),
+            ReadInsideWindow(), InsertSliceTwice(),
         ])).rewrite_module(op)

@@ -115,10 +115,19 @@ def reads_whole(user: Operation, i: int, whole: set[SSAValue]) -> bool:
     if isinstance(user, A.GatherOp):
         return v is user.indices
     if isinstance(user, A.InsertSliceOp):
-        return v is user.source
+        return v is user.source or _written_again(user)
     if isinstance(user, _POINTWISE) or user.name.startswith(("arith.", "math.")):
         return len(user.results) == 1 and _same_shape(v, user.results[0])
     return isinstance(user, _WHOLE)
+
+
+def _written_again(op: A.InsertSliceOp) -> bool:
+    """op writes into its destination what that has just been written
+    (`x[w] -= y`: the view's store, then the assignment's): it reads all of
+    it — the same array."""
+    inner = op.dest.owner
+    return (isinstance(inner, A.InsertSliceOp) and inner.source is op.source
+            and inner.start == op.start and inner.step == op.step)
 
 
 # values of at most this many elements get a mask of the elements read
@@ -165,47 +174,68 @@ def _read_mask(v: SSAValue, read: dict, symbolic: bool = True) -> np.ndarray | N
 COVER_LIMIT = 1 << 16
 
 
+def _spans(op: A.SliceOp | A.InsertSliceOp, sizes) -> list | None:
+    """op's window as a box: per dim, the [lo, hi) spans it covers (a
+    strided one, step by step); None: empty, or too many spans to mark."""
+    box = []
+    for b, t, n in zip(A.ints(op.start), A.ints(op.step), sizes):
+        if n == 0:
+            return None
+        if n == 1 or abs(t) == 1:
+            lo = min(b, b + (n - 1) * t)
+            box.append([(lo, lo + n)])
+        elif n > 64:  # (many strided windows: not worth marking)
+            return None
+        else:
+            box.append([(b + k * t, b + k * t + 1) for k in range(n)])
+    return box
+
+
 def _covered(v: SSAValue, whole: set[SSAValue], symbolic: bool = True) -> bool:
-    """Whether slices of v computed in full (in `whole`) together read every
-    element of v: `z[1:] - z[:-1]`, `np.roll(z, 1)`. Their windows are
-    boxes (a strided one, step by step); the union is marked on the grid of
-    their edges along each dim."""
+    """Whether slices of v computed in full (in `whole`) and slice
+    assignments into v (what they keep of it, all but their window)
+    together read every element of v: `z[1:] - z[:-1]`, `np.roll(z, 1)`,
+    `y[k + 1:]` beside `y[k + 1:] += t`. Their windows are boxes; the union
+    is marked on the grid of their edges along each dim."""
     shape = v.type.get_shape()
     if _elements(v.type) is None:
         return False
-    boxes = []
+    boxes, holes = [], []
     for u in v.uses:
         s = u.operation
-        if not isinstance(s, A.SliceOp) or s.result not in whole or not _static(s, symbolic):
+        if not _static(s, symbolic):
             continue
-        box = []
-        for b, t, n in zip(A.ints(s.start), A.ints(s.step), s.result.type.get_shape()):
-            if n == 0:
-                break
-            if n == 1 or abs(t) == 1:
-                lo = min(b, b + (n - 1) * t)
-                box.append([(lo, lo + n)])
-            elif n > 64:  # (many strided windows: not worth marking)
-                break
-            else:
-                box.append([(b + k * t, b + k * t + 1) for k in range(n)])
-        else:
-            boxes.append(box)
-    if not boxes:
+        if isinstance(s, A.SliceOp) and s.result in whole:
+            box = _spans(s, s.result.type.get_shape())
+            if box is not None:
+                boxes.append(box)
+        elif isinstance(s, A.InsertSliceOp) and u.index == 1 and s.result in whole:
+            if 0 in s.source.type.get_shape():
+                return True  # (an empty window: it keeps all of v)
+            box = _spans(s, s.source.type.get_shape())
+            if box is not None:
+                holes.append(box)
+    if not boxes and not holes:
         return False
-    edges = [sorted({0, n, *(e for box in boxes for a, b in box[d] for e in (a, b))})
+    edges = [sorted({0, n, *(e for box in boxes + holes for a, b in box[d] for e in (a, b))})
              for d, n in enumerate(shape)]
     grid = [len(e) - 1 for e in edges]
     if int(np.prod(grid)) > COVER_LIMIT:
         return False
+
+    def cells(box) -> np.ndarray:
+        m = np.zeros(grid, bool)
+        sel = [[i for i in range(grid[d]) if any(
+            a <= edges[d][i] and edges[d][i + 1] <= b for a, b in spans)]
+            for d, spans in enumerate(box)]
+        m[np.ix_(*sel)] = True
+        return m
+
     mask = np.zeros(grid, bool)
     for box in boxes:
-        sel = []
-        for d, spans in enumerate(box):
-            cells = [i for i in range(grid[d]) if any(
-                a <= edges[d][i] and edges[d][i + 1] <= b for a, b in spans)]
-            sel.append(cells)
-        mask[np.ix_(*sel)] = True
+        mask |= cells(box)
+    for box in holes:  # what an assignment keeps: all but its window
+        mask |= ~cells(box)
     return bool(mask.all())
 
 

@@ -60,7 +60,8 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
-from xdsl.ir.affine import AffineConstantExpr, AffineExpr, AffineMap
+from xdsl.ir.affine import (AffineBinaryOpExpr, AffineBinaryOpKind, AffineConstantExpr,
+                             AffineDimExpr, AffineExpr, AffineMap)
 from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 
@@ -896,7 +897,7 @@ class Lowering:
                     isinstance(v.owner, (A.ConstantOp, A.IotaOp)):
                 return True
             if self.uses[v] != 1:
-                return False
+                return not is_view(v.owner) and read_apart(v)
             if not is_view(v.owner):
                 return True
             v = v.owner.operands[0]
@@ -922,8 +923,10 @@ class Lowering:
             for r in op.results:
                 if r in self.in_shared_pass:  # (computed once per row there)
                     continue
-                if r not in self.realized and self.uses[r] >= 2 and self.cost(r) >= RECOMPUTE_LIMIT:
+                if r not in self.realized and self.uses[r] >= 2 and not read_apart(r) \
+                        and self.cost(r) >= RECOMPUTE_LIMIT:
                     self.realized.add(r)
+                    open("/tmp/dbg.txt", "a").write(f"DBG {op.name} {r.type} {[(u.operation.name, [str(x.type) for x in u.operation.results]) for u in r.uses]}\n")
                     self.reasons.append(f"{op.name} is realized: used {self.uses[r]} times and "
                                         f"costs {self.cost(r)} to recompute")
 
@@ -1072,13 +1075,17 @@ class Lowering:
             self._write_modes[op] = mode
         return self._write_modes[op]
 
-    def read(self, v: SSAValue) -> SSAValue:
-        """v's buffer, for a read of it: where a slice assignment already
-        wrote over v in that buffer (an analysis of the function cannot see
-        every order kernels end up in — a value computed inline in a later
-        consumer, a second write to the same destination), lowering starts
-        over with that assignment done by a routine into a copy."""
-        for op, _ in self.clobbered.get(v, ()):
+    def read(self, v: SSAValue, region: tuple | None = None) -> SSAValue:
+        """v's buffer, for a read of it (of `region` of it where known: a
+        box as `_box` gives them): where a slice assignment already wrote
+        over v in that buffer, other than apart from the region (an
+        analysis of the function cannot see every order kernels end up in —
+        a value computed inline in a later consumer, a second write to the
+        same destination), lowering starts over with that assignment done
+        by a routine into a copy."""
+        for op, window in self.clobbered.get(v, ()):
+            if region is not None and window is not None and _disjoint(region, window):
+                continue  # (written elsewhere only: an FIR tap's one element)
             # (every such read of this attempt is found before it starts over)
             self.conflicts.setdefault(op, f"{describe(op)} is copied: {describe(v.owner)} is "
                                           "read after it would have been written over")
@@ -1320,6 +1327,27 @@ def _box(start, step, shape) -> tuple[tuple[int, int, int], ...] | None:
     return tuple(out)
 
 
+def _span(e: AffineExpr, extents: tuple) -> tuple[int, int] | None:
+    """[lo, hi] of e over dims d_i in [0, extents[i]) (a dim beyond them,
+    or an extent not a positive int: None), for sums and constant
+    multiples."""
+    if isinstance(e, AffineConstantExpr):
+        return (e.value, e.value)
+    if isinstance(e, AffineDimExpr):
+        n = extents[e.position] if e.position < len(extents) else None
+        return (0, n - 1) if type(n) is int and n > 0 else None
+    if isinstance(e, AffineBinaryOpExpr) and e.kind in (AffineBinaryOpKind.Add,
+                                                        AffineBinaryOpKind.Mul):
+        a, b = _span(e.lhs, extents), _span(e.rhs, extents)
+        if a is None or b is None:
+            return None
+        if e.kind == AffineBinaryOpKind.Add:
+            return (a[0] + b[0], a[1] + b[1])
+        ends = [x * y for x in a for y in b]
+        return (min(ends), max(ends))
+    return None
+
+
 def _disjoint(a, b) -> bool:
     """No index in both boxes: apart along some dim (or one is empty)."""
     def span(first, step, n):
@@ -1451,6 +1479,7 @@ class KernelEmitter:
         self.lw, self.root, self.buf = lw, root, buf
         self.target = root  # the value whose points the kernel stores
         self.reducing: list[int] | None = None  # a reduction's body being built: its dims' extents
+        self.extents: tuple = ()  # the extents of the kernel's dims (where `emit` knows them)
 
     # phase 1: which reductions does the root need, at which index?
     def _collect(self, v: SSAValue, idx: Index, found: list, seen: set) -> None:
@@ -1505,6 +1534,7 @@ class KernelEmitter:
     def emit(self) -> None:
         lw, root = self.lw, self.target
         shape = root.type.get_shape()
+        self.extents = tuple(shape)
         n = len(shape)
         found: list = []
         self._collect(root, tuple(dim(i) for i in range(n)), found, set())
@@ -1564,6 +1594,19 @@ class KernelEmitter:
         lw.kernel_ops.append((self.k.sym_name.data, self.fused))
         lw.out.add_op(self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf]))))
 
+    def _region(self, idx: Index) -> tuple | None:
+        """The box (`_box`'s form) of the points idx reaches over the
+        kernel's domain (`extents`, its first dims), where each index is
+        a sum of those dims times constants plus a constant; else None."""
+        extents = self.extents if self.reducing is None else tuple(self.reducing)
+        box = []
+        for e in idx:
+            span = _span(e, extents)
+            if span is None:
+                return None
+            box.append((span[0], 1, span[1] - span[0] + 1))
+        return tuple(box)
+
     def _store(self, val: SSAValue, idx: Index) -> None:
         m = AffineMap(len(self.dims), 0, self.stored_at(idx))
         self.block.add_op(L.StoreOp(val, self.buf, self.dims, m))
@@ -1574,6 +1617,7 @@ class KernelEmitter:
         and stores both affine (over the target's own domain every load of
         src would divide its flat index by src's dims)."""
         fshape = src.type.get_shape()
+        self.extents = tuple(fshape)
         n = len(fshape)
         p = max(n - 1, 0)
         self.lw.kernels += 1
@@ -1674,7 +1718,7 @@ class KernelEmitter:
         if v is not self.root and (v in lw.pending or lw.carried.get(v) is self):
             return (yield from self._carry(v, idx))
         if v in lw.buffer and (v in lw.realized or isinstance(v, BlockArgument)) and v is not self.root:
-            buf = lw.read(v)
+            buf = lw.read(v, self._region(idx))
             self.used_buffers.append(buf)
             return self._emit(L.LoadOp(buf, self.dims, AffineMap(len(self.dims), 0, idx)))
         if isinstance(v.owner, A.SliceOp) and lw.untouched(v.owner):
@@ -1781,6 +1825,22 @@ class KernelEmitter:
         from xdsl.dialects.builtin import AffineMapAttr
 
         return self._emit(affine.ApplyOp(self.dims, AffineMapAttr(m)))
+
+
+def read_apart(v: SSAValue) -> bool:
+    """v is read only through windows that share no element (a value
+    assignments split: `canonicalize.ReadInsideWindow`): computed where
+    each is read, each element is computed once."""
+    boxes = []
+    for u in v.uses:
+        op = u.operation
+        if not isinstance(op, A.SliceOp):
+            return False
+        b = _box(A.ints(op.start), A.ints(op.step), op.result.type.get_shape())
+        if b is None or not all(_disjoint(b, o) for o in boxes):
+            return False
+        boxes.append(b)
+    return len(boxes) >= 2
 
 
 def concat_in_kernels(op: Operation) -> bool:

@@ -79,4 +79,38 @@ builtin.module {
     %1 = array.slice %0[[1], [1]] : tensor<8xf64> -> tensor<6xf64>
     func.return %1 : tensor<6xf64>
   }
+
+  // A part of the window just written, read where the next assignment
+  // writes over the array, is read from the value written; the assignment
+  // keeps the rest of its window (`y[k:] += t` over taps k).
+  // CHECK-LABEL: func.func @read_inside_window
+  func.func @read_inside_window(%y: tensor<8xf64>, %v: tensor<6xf64>, %t: tensor<5xf64>) -> tensor<8xf64> {
+    // CHECK-NEXT: [[E:%.*]] = math.exp %v : tensor<6xf64>
+    // CHECK-NEXT: [[HEAD:%.*]] = array.slice [[E]]{{\[\[}}0], [1]] : tensor<6xf64> -> tensor<1xf64>
+    // CHECK-NEXT: [[Y1:%.*]] = array.insert_slice [[HEAD]] into %y{{\[\[}}2], [1]] : tensor<1xf64> into tensor<8xf64>
+    // CHECK-NEXT: [[TAIL:%.*]] = array.slice [[E]]{{\[\[}}1], [1]] : tensor<6xf64> -> tensor<5xf64>
+    // CHECK-NEXT: [[S:%.*]] = arith.addf [[TAIL]], %t : tensor<5xf64>
+    // CHECK-NEXT: [[Y2:%.*]] = array.insert_slice [[S]] into [[Y1]]{{\[\[}}3], [1]] : tensor<5xf64> into tensor<8xf64>
+    // CHECK-NEXT: func.return [[Y2]]
+    %e = math.exp %v : tensor<6xf64>
+    %0 = array.insert_slice %e into %y[[2], [1]] : tensor<6xf64> into tensor<8xf64>
+    %1 = array.slice %0[[3], [1]] : tensor<8xf64> -> tensor<5xf64>
+    %2 = arith.addf %1, %t : tensor<5xf64>
+    %3 = array.insert_slice %2 into %0[[3], [1]] : tensor<5xf64> into tensor<8xf64>
+    func.return %3 : tensor<8xf64>
+  }
+
+  // Another read of that part of the array keeps it there.
+  // CHECK-LABEL: func.func @read_inside_window_read_elsewhere
+  func.func @read_inside_window_read_elsewhere(%y: tensor<8xf64>, %v: tensor<6xf64>) -> (tensor<5xf64>, tensor<4xf64>) {
+    // CHECK-NEXT: [[E:%.*]] = math.exp %v : tensor<6xf64>
+    // CHECK-NEXT: [[Y1:%.*]] = array.insert_slice [[E]] into %y{{\[\[}}2], [1]] : tensor<6xf64> into tensor<8xf64>
+    // CHECK-NEXT: array.slice [[Y1]]{{\[\[}}3], [1]]
+    // CHECK-NEXT: array.slice [[Y1]]{{\[\[}}4], [1]]
+    %e = math.exp %v : tensor<6xf64>
+    %0 = array.insert_slice %e into %y[[2], [1]] : tensor<6xf64> into tensor<8xf64>
+    %1 = array.slice %0[[3], [1]] : tensor<8xf64> -> tensor<5xf64>
+    %2 = array.slice %0[[4], [1]] : tensor<8xf64> -> tensor<4xf64>
+    func.return %1, %2 : tensor<5xf64>, tensor<4xf64>
+  }
 }
