@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp, TensorType
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import InsertPoint
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
@@ -160,6 +160,51 @@ class ReadInsideWindow(RewritePattern):
         rewriter.replace(ins, [], [new_ins.result])
 
 
+class SliceAcrossWindow(RewritePattern):
+    """A slice of a slice assignment read by nothing else, reaching across
+    the edge of its window along one axis, is the concatenation of the
+    parts it reads of the destination and of the value written: the
+    assignment's array is never made (`ret[w:] = ret[w:] - ret[:-w]; return
+    ret[w - 1:] / w`, a moving average: the division runs over the pieces,
+    one pass, `sink-concat`)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: A.SliceOp, rewriter: PatternRewriter) -> None:
+        ins = op.input.owner
+        if not isinstance(ins, A.InsertSliceOp) or not ins.result.has_one_use():
+            return
+        w = window_box(ins, ins.source.type.get_shape())
+        s = window_box(op, op.result.type.get_shape())
+        if w is None or s is None or _inside(s, w) or apart(s, w):
+            return
+        diff = [d for d, (a, b) in enumerate(zip(s, w)) if not (b[0] <= a[0] and a[1] <= b[1])]
+        if len(diff) != 1:  # (inside the window along every other axis)
+            return
+        d = diff[0]
+        (slo, shi), (wlo, whi) = s[d], w[d]
+        elem = op.result.type.element_type
+        parts: list[tuple[SSAValue, int, int, int]] = []  # (value, offset of its box, lo, hi)
+        if slo < wlo:
+            parts.append((ins.dest, 0, slo, wlo))
+        parts.append((ins.source, wlo, max(slo, wlo), min(shi, whi)))
+        if shi > whi:
+            parts.append((ins.dest, 0, whi, shi))
+        new_ops, pieces = [], []
+        for v, base, lo, hi in parts:
+            start = [a - (wl if v is ins.source else 0) for (a, _), (wl, _) in zip(s, w)]
+            start[d] = lo - base
+            shape = [b - a for a, b in s]
+            shape[d] = hi - lo
+            if all(a == 0 for a in start) and shape == list(v.type.get_shape()):
+                pieces.append(v)  # (all of it)
+                continue
+            piece = A.SliceOp(v, start, [1] * len(s), TensorType(elem, shape))
+            new_ops.append(piece)
+            pieces.append(piece.result)
+        cat = A.ConcatOp(pieces, d, op.result.type)
+        rewriter.replace(op, [*new_ops, cat], [cat.result])
+
+
 class InsertSliceTwice(RewritePattern):
     """Writing a window again with what it already holds changes nothing:
     `x[w] -= y` stores its result through the view and again by the
@@ -180,5 +225,6 @@ class ArrayCanonicalize(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         PatternRewriteWalker(GreedyRewritePatternApplier([
             FoldIdentity(), ReshapeOfReshape(), TransposeOfTranspose(), SliceOfInsertSlice(),
-            ReadInsideWindow(), InsertSliceTwice(),
+            ReadInsideWindow(), SliceAcrossWindow(),
+            InsertSliceTwice(),
         ])).rewrite_module(op)

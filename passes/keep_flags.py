@@ -103,6 +103,12 @@ def reads_whole(user: Operation, i: int, whole: set[SSAValue]) -> bool:
     (`_read_mask` knows more of slices, assignments and reshapes)."""
     if isinstance(user, (func.ReturnOp, A.FlagsOp, A.RoutineOp)):
         return True
+    if isinstance(user, A.InsertSliceOp) and i == 0 and user.result not in whole:
+        # the new part, where what reads the assignment covers its window
+        # (`ret[w:] = ...; ret[w - 1:]`)
+        box = _spans(user, user.source.type.get_shape()) if _static(user, True) and \
+            _nonempty(user.source.type) else None
+        return box is not None and _covered(user.result, whole, region=box)
     if not user.results or not all(r in whole for r in user.results):
         return False
     v = user.operands[i]
@@ -191,12 +197,14 @@ def _spans(op: A.SliceOp | A.InsertSliceOp, sizes) -> list | None:
     return box
 
 
-def _covered(v: SSAValue, whole: set[SSAValue], symbolic: bool = True) -> bool:
+def _covered(v: SSAValue, whole: set[SSAValue], symbolic: bool = True,
+             region: list | None = None) -> bool:
     """Whether slices of v computed in full (in `whole`) and slice
     assignments into v (what they keep of it, all but their window)
-    together read every element of v: `z[1:] - z[:-1]`, `np.roll(z, 1)`,
-    `y[k + 1:]` beside `y[k + 1:] += t`. Their windows are boxes; the union
-    is marked on the grid of their edges along each dim."""
+    together read every element of v (of `region` of it, a box, where
+    given): `z[1:] - z[:-1]`, `np.roll(z, 1)`, `y[k + 1:]` beside
+    `y[k + 1:] += t`. Their windows are boxes; the union is marked on the
+    grid of their edges along each dim."""
     shape = v.type.get_shape()
     if _elements(v.type) is None:
         return False
@@ -217,7 +225,8 @@ def _covered(v: SSAValue, whole: set[SSAValue], symbolic: bool = True) -> bool:
                 holes.append(box)
     if not boxes and not holes:
         return False
-    edges = [sorted({0, n, *(e for box in boxes + holes for a, b in box[d] for e in (a, b))})
+    marked = boxes + holes + ([region] if region is not None else [])
+    edges = [sorted({0, n, *(e for box in marked for a, b in box[d] for e in (a, b))})
              for d, n in enumerate(shape)]
     grid = [len(e) - 1 for e in edges]
     if int(np.prod(grid)) > COVER_LIMIT:
@@ -236,7 +245,7 @@ def _covered(v: SSAValue, whole: set[SSAValue], symbolic: bool = True) -> bool:
         mask |= cells(box)
     for box in holes:  # what an assignment keeps: all but its window
         mask |= ~cells(box)
-    return bool(mask.all())
+    return bool(mask.all() if region is None else mask[cells(region)].all())
 
 
 def flag_ops(block: Block, categories) -> list[Operation]:

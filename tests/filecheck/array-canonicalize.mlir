@@ -46,8 +46,11 @@ builtin.module {
   // (`{{\[\[}}` is FileCheck's spelling of a literal `[[`.)
   // CHECK-LABEL: func.func @slice_of_insert_slice
   func.func @slice_of_insert_slice(%u: tensor<8xf64>, %v: tensor<6xf64>) -> (tensor<6xf64>, tensor<6xf64>) {
-    // CHECK-NEXT: [[W:%.*]] = array.insert_slice %v into %u{{\[\[}}1], [1]] : tensor<6xf64> into tensor<8xf64>
-    // CHECK-NEXT: [[OTHER:%.*]] = array.slice [[W]]{{\[\[}}2], [1]] : tensor<8xf64> -> tensor<6xf64>
+    // A slice across the window's edge, the assignment read by nothing
+    // else: the parts it reads of the value and of the destination.
+    // CHECK-NEXT: [[IN:%.*]] = array.slice %v{{\[\[}}1], [1]] : tensor<6xf64> -> tensor<5xf64>
+    // CHECK-NEXT: [[OUT:%.*]] = array.slice %u{{\[\[}}7], [1]] : tensor<8xf64> -> tensor<1xf64>
+    // CHECK-NEXT: [[OTHER:%.*]] = array.concat [[IN]], [[OUT]] axis 0
     // CHECK-NEXT: func.return %v, [[OTHER]]
     %0 = array.insert_slice %v into %u[[1], [1]] : tensor<6xf64> into tensor<8xf64>
     %1 = array.slice %0[[1], [1]] : tensor<8xf64> -> tensor<6xf64>

@@ -9,6 +9,10 @@ same order) and numpy's floating-point errors:
 - `keep-flags`: slices and what slice assignments keep of a value together
   cover it (`_covered`), and `x[w] -= y`'s second store reads the whole of
   the first, so nothing is kept for its flags alone;
+- `array-canonicalize` (`SliceAcrossWindow`): a slice across the edge of
+  a window just written, the assignment read by nothing else, is the
+  concatenation of what it reads of the destination and of the value (a
+  moving average by cumsum: one pass after the cumsum);
 - lower-to-loop: a value read through windows apart is computed once (in
   each window's kernel), and a read of a buffer apart from what was written
   into it since (each tap's one element) reads it where it lies."""
@@ -113,3 +117,62 @@ def test_fir_matches_numpy(data):
     x = data.draw(arrays(dt, (n,)), label="x")
     h = data.draw(arrays(dt, (taps,)), label="h")
     assert_matches_numpy(fir, x, h, compiled=lowering.compile(fir), rtol=0.0)
+
+
+def moving_average(x, w):
+    ret = np.cumsum(x)
+    ret[w:] = ret[w:] - ret[:-w]
+    return ret[w - 1:] / w
+
+
+def test_a_slice_across_the_window_is_read_in_pieces():
+    """`ret[w - 1:]` of `ret[w:] = ...`, read by nothing else: the element
+    before the window from ret, the rest from the difference — the
+    division fused into both pieces (sink-concat), no array for the
+    assignment, no flags kernel (every element of the difference is read)."""
+    with np.errstate(all="warn"):
+        text = stages(moving_average, "f64[40000] int:100", "loop")
+    assert "loop.flags" not in text
+    assert text.count("loop.kernel") == 3, text  # the cumsum, then one kernel per piece
+    g = np.random.default_rng(2)
+    x = g.standard_normal(3000)
+    np.testing.assert_array_equal(lowering.compile(moving_average)(x, 50), moving_average(x, 50))
+
+
+def test_an_overflow_in_the_window_read_across_warns_as_numpy():
+    x = np.ones(20000)
+    x[15000] = np.inf
+    x[15010] = -np.inf  # inf - inf in the difference: invalid
+    f = lowering.compile(moving_average)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        want = moving_average(x, 20)
+    with warnings.catch_warnings(record=True) as w2:
+        warnings.simplefilter("always")
+        got = f(x, 20)
+    np.testing.assert_array_equal(got, want)
+    assert [str(m.message) for m in w2] == [str(m.message) for m in w]
+    assert w, "numpy warned"
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_reads_across_and_inside_a_written_window_match_numpy(data):
+    """A window of a 2-D array assigned, then a slice read that lies inside
+    it, across its edge or apart from it, along either axis; the
+    assignment kept or not: numpy's values exactly."""
+    rows, cols = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
+    y = data.draw(arrays(np.float64, (rows, cols)), label="y")
+    v = data.draw(arrays(np.float64, (rows, cols)), label="v")
+    r0, r1 = sorted(data.draw(st.tuples(st.integers(0, rows), st.integers(0, rows))))
+    c0, c1 = sorted(data.draw(st.tuples(st.integers(0, cols), st.integers(0, cols))))
+    s0, s1 = sorted(data.draw(st.tuples(st.integers(0, rows), st.integers(0, rows))))
+    keep = data.draw(st.booleans(), label="keep")
+
+    def f(y, v):
+        y = y.copy()
+        y[r0:r1, c0:c1] = v[r0:r1, c0:c1] * 2.0 - 1.0
+        part = y[s0:s1, c0:] * 3.0
+        return (part, y) if keep else part
+
+    assert_matches_numpy(f, y, v, compiled=lowering.compile(f), rtol=0.0)
