@@ -8,7 +8,7 @@ path's rate (overhead, ns per byte moved, ns per flop: non-negative least
 squares on relative error). The table goes to the cache directory's
 `cost_table.json` (where the compiler looks for a calibrated table: see
 `table_for_process`), or `--out PATH`; `--ship` writes the table the package
-ships (`passes/cost_table.json`). `--quick` uses a small grid (a check that
+ships for this machine's kind (`passes/cost_tables/<kind>.json`). `--quick` uses a small grid (a check that
 calibrating works, not a table to keep). `--only CLASSES` measures those
 classes and keeps the others' rates from the table it writes over (a class
 added to the model gets its rates without re-deciding every other class).
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import sys
 import time
 from collections.abc import Callable, Collection, Iterable
@@ -34,16 +33,9 @@ import numpy as np
 
 from passes import cost_model as cm
 from passes.lower_to_loop import SHARED_ROW_BYTES, matmul_work, shared_rows_work
-from runtime import cpu, disk_cache
+from runtime import disk_cache
 
-from .cost_tables import TABLE_NAME, table_for_process
-
-def machine_name() -> str:
-    """The machine kind a table is measured on: CPU, cores, vector bits."""
-    import llvmlite.binding as llvm
-
-    return f"{llvm.get_host_cpu_name()}-{os.cpu_count()}c-{cpu.vector_bits()}bit"
-
+from .cost_tables import TABLE_NAME, machine_name, table_for_process
 
 # ---- the programs timed, per class ---------------------------------------------
 
@@ -346,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="a small grid (checks, not a table to keep)")
     p.add_argument("--out", type=Path, help="write the table here")
-    p.add_argument("--ship", action="store_true", help=f"write the shipped table ({cm.SHIPPED})")
+    p.add_argument("--ship", action="store_true", help=f"write the table shipped for this machine kind ({cm.SHIPPED_DIR}/<kind>.json)")
     p.add_argument("--show", action="store_true", help="print the table in use and stop")
     p.add_argument("--only", help="measure these classes (comma-separated) and keep the other "
                                   "classes' rates from the table written over (or the one in use)")
@@ -354,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     if ns.show:
         show(table_for_process())
         return 0
-    out = cm.SHIPPED if ns.ship else ns.out or disk_cache.directory_from_env() / TABLE_NAME
+    out = cm.SHIPPED_DIR / f"{machine_name()}.json" if ns.ship else ns.out or disk_cache.directory_from_env() / TABLE_NAME
     only = None if ns.only is None else [c.strip() for c in ns.only.split(",") if c.strip()]
     if only is not None and (not only or any(c not in cm.CLASSES for c in only)):
         p.error(f"--only: classes are {', '.join(cm.CLASSES)}")

@@ -1,6 +1,7 @@
 """Which cost table the compiler decides with (`passes/cost_model.py`):
 `$LOWERING_COST_TABLE`, else the cache directory's calibrated one (what
-`python -m lowering.calibrate` writes), else the one the package ships."""
+`python -m lowering.calibrate` writes), else the one the package ships for
+this machine's kind (the nearest kind's where none was measured on it)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,16 @@ import warnings
 from pathlib import Path
 
 from passes import cost_model as cm
-from runtime import disk_cache
+from runtime import cpu, disk_cache
 
 TABLE_NAME = "cost_table.json"
+
+
+def machine_name() -> str:
+    """The machine kind a table is measured on: CPU, cores, vector bits."""
+    import llvmlite.binding as llvm
+
+    return f"{llvm.get_host_cpu_name()}-{os.cpu_count()}c-{cpu.vector_bits()}bit"
 
 
 def table_for_process() -> cm.CostTable:
@@ -25,4 +33,4 @@ def table_for_process() -> cm.CostTable:
         except (OSError, ValueError) as e:
             warnings.warn(f"lowering: cost table {p} not used ({e}); using the shipped one",
                           RuntimeWarning, stacklevel=2)
-    return cm.shipped()
+    return cm.shipped(machine_name())

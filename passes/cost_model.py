@@ -19,9 +19,14 @@ the kernel that computes it never reads it back), `flops` its arithmetic and
 input rows: numpy's per-row cost, a kernel's per-row setup). The
 calibration fits the four coefficients of each (class, path) to timed
 runs of both paths on a grid of shapes (non-negative least squares); the
-table ships as `cost_table.json` beside this file and a calibrated one
-replaces it (`LOWERING_COST_TABLE`, or the cache directory's
-`cost_table.json`, which `python -m lowering.calibrate` writes).
+tables ship in `cost_tables/`, one per machine kind it was measured on
+(`<cpu>-<cores>c-<vector bits>bit.json`): a process takes the one of its
+own machine kind, else the nearest (`nearest_machine`), and a calibrated
+one replaces it (`LOWERING_COST_TABLE`, or the cache directory's
+`cost_table.json`, which `python -m lowering.calibrate` writes). A table
+measured on another CPU can be wrong by 2x about its own crossovers (a
+float32 `A.T @ (A @ x)` at 2000x600: the one pass 2x faster than BLAS on
+one CPU, 2x slower on another): hence one per kind.
 
 The table in use is part of every compiled program's key (`digest`): a
 program compiled under one table is never reused under another."""
@@ -36,7 +41,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SHIPPED = Path(__file__).with_name("cost_table.json")
+SHIPPED_DIR = Path(__file__).with_name("cost_tables")
+# the table `shipped()` gives without a machine (tests that pin one table)
+DEFAULT_MACHINE = "rocketlake-2c-512bit"
 PATHS = ("generated", "library")
 
 
@@ -209,8 +216,41 @@ _default_loader: Callable[[], CostTable] | None = None
 _forced: dict[str, str] = {}
 
 
-def shipped() -> CostTable:
-    return CostTable.load(SHIPPED)
+def shipped_machines() -> list[str]:
+    """The machine kinds a table ships for."""
+    return sorted(p.stem for p in SHIPPED_DIR.glob("*.json"))
+
+
+def _kind(machine: str) -> tuple[str, str, str]:
+    """(cpu, cores, vector bits) of a machine name `<cpu>-<n>c-<bits>bit`."""
+    parts = machine.rsplit("-", 2)
+    return (parts[0], parts[1], parts[2]) if len(parts) == 3 else (machine, "", "")
+
+
+def nearest_machine(machine: str, known: list[str]) -> str:
+    """The kind among `known` whose table best stands in for `machine`'s:
+    the same one; else the same CPU; else the same vector width (the
+    generated kernels' speed), then the same core count; ties to
+    DEFAULT_MACHINE, then by name."""
+    cpu, cores, bits = _kind(machine)
+
+    def score(k: str) -> tuple:
+        c, n, b = _kind(k)
+        return (k == machine, c == cpu, b == bits, n == cores, k == DEFAULT_MACHINE)
+
+    return sorted(known, key=lambda k: (tuple(not x for x in score(k)), k))[0]
+
+
+def shipped_path(machine: str | None = None) -> Path:
+    """Where the shipped table for `machine`'s kind lies (the nearest kind's
+    where none was measured on it); None: DEFAULT_MACHINE's."""
+    known = shipped_machines()
+    name = nearest_machine(machine or DEFAULT_MACHINE, known)
+    return SHIPPED_DIR / f"{name}.json"
+
+
+def shipped(machine: str | None = None) -> CostTable:
+    return CostTable.load(shipped_path(machine))
 
 
 def set_default_loader(loader: Callable[[], CostTable] | None) -> None:

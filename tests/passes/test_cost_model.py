@@ -60,17 +60,41 @@ PROGRAMS = {
 }
 
 
-def test_the_shipped_table_covers_every_class_variant_and_path():
-    t = cm.shipped()
+@pytest.mark.parametrize("machine", cm.shipped_machines())
+def test_each_shipped_table_covers_every_class_variant_and_path(machine):
+    t = cm.shipped(machine)
+    assert t.machine == machine  # (the file is named for the machine it was measured on)
     for c in cm.CLASSES.values():
         for k in c.keys():
             for p in cm.PATHS:
                 r = t.rates[k][p]
                 assert min(r.overhead_us, r.ns_per_byte, r.ns_per_flop, r.ns_per_row) >= 0, (k, p)
     assert t.machine and t.machine != "unmeasured" and "calibrate" in t.source
-    # and it is the one a process without a calibrated table decides with
-    assert cm.active().digest == cost_tables.table_for_process().digest or \
-        cost_tables.table_for_process().source != t.source
+
+def test_a_process_without_a_calibrated_table_takes_its_machine_kinds(monkeypatch, tmp_path):
+    monkeypatch.delenv("LOWERING_COST_TABLE", raising=False)
+    monkeypatch.setenv("LOWERING_CACHE_DIR", str(tmp_path))  # (no calibrated table there)
+    for machine in cm.shipped_machines():
+        monkeypatch.setattr(cost_tables, "machine_name", lambda m=machine: m)
+        assert cost_tables.table_for_process().machine == machine
+    # a kind no table was measured on: the nearest kind's
+    monkeypatch.setattr(cost_tables, "machine_name", lambda: "unknowncpu-2c-256bit")
+    t = cost_tables.table_for_process()
+    assert t.machine == cm.nearest_machine("unknowncpu-2c-256bit", cm.shipped_machines())
+    assert t.machine.endswith("-256bit")  # (a shipped AVX2 table stands in)
+
+
+def test_the_nearest_machine_kind():
+    known = ["rocketlake-2c-512bit", "znver3-2c-256bit", "znver3-8c-256bit", "skylake-4c-256bit"]
+    near = cm.nearest_machine
+    assert near("znver3-2c-256bit", known) == "znver3-2c-256bit"  # its own
+    assert near("znver3-16c-256bit", known) == "znver3-2c-256bit"  # same CPU (then by name)
+    assert near("znver3-8c-256bit", known) == "znver3-8c-256bit"
+    assert near("haswell-4c-256bit", known) == "skylake-4c-256bit"  # same width, same cores
+    assert near("haswell-2c-256bit", known) == "znver3-2c-256bit"
+    assert near("sapphirerapids-2c-512bit", known) == "rocketlake-2c-512bit"  # same width
+    assert near("neoverse-2c-128bit", known) == "rocketlake-2c-512bit"  # (none alike: the default)
+    assert near("neoverse-4c-128bit", known) == "skylake-4c-256bit"  # same cores
 
 
 def test_a_table_missing_a_rate_is_refused_by_name():
@@ -242,7 +266,7 @@ def test_a_broken_calibrated_table_warns_and_the_shipped_one_is_used(tmp_path, m
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         t = cost_tables.table_for_process()
-    assert t.digest == cm.shipped().digest
+    assert t.digest == cm.shipped(cost_tables.machine_name()).digest
     assert any("not used" in str(x.message) for x in w)
 
 
