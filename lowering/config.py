@@ -11,6 +11,8 @@ Environment:
   LOWERING_NATIVE_ENTRY=0                              no JIT-compiled entry for cached calls
                                                        (runtime/native.py; on by default)
   LOWERING_THREADS=n                                   kernel threads (default: all cores)
+  LOWERING_NATIVE_POOL=0                               split kernels through a Python thread
+                                                       pool (runtime/pool.py; native by default)
   LOWERING_VECTOR_BITS=256                             vectorize for this SIMD width (128 | 256
                                                        | 512; default: the host's)
   LOWERING_CACHE=0                                     no on-disk compile cache (runtime/disk_cache.py)

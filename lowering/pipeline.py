@@ -151,9 +151,9 @@ def lower_passes(backend: str, layouts: list[str] | tuple[str, ...] = (),
                 AnnotateLayouts(tuple(layouts)),
                 LowerToLoop(shared_rows=backend == "cpu", half_kernels=backend == "gpu",
                             threads=threads,
-                            parallel_threshold=cpu.PARALLEL_THRESHOLD),
+                            parallel_threshold=cpu.parallel_threshold()),
                 Schedule(vector_bits=cpu.vector_bits(), threads=threads,
-                         parallel_threshold=cpu.PARALLEL_THRESHOLD,
+                         parallel_threshold=cpu.parallel_threshold(),
                          **(GPU_REDUCTIONS if backend == "gpu" else {})), ShareKernels()]
     raise ValueError(f"unknown backend {backend!r} (known: {', '.join(BACKENDS)})")
 

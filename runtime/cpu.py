@@ -31,12 +31,24 @@ _tm = None
 _pool: ThreadPoolExecutor | None = None
 THREADS = int(os.environ.get("LOWERING_THREADS", os.cpu_count() or 1))
 # below this many elements (of the kernel's largest buffer), one thread is
-# faster than splitting: handing a chunk to the pool's worker costs ~75 us on
-# the 2-vCPU VM (its wake-up ~40 us, and the GIL hand-offs around the two
-# ctypes calls slow the caller's own half), so a 1 MiB point-wise kernel ran
-# in 24 us on one thread and 100 us on two; at 4 MiB two threads win (300 vs
-# 353 us) and at 64 MiB they run 1.4-1.9x faster.
-PARALLEL_THRESHOLD = 1 << 20
+# faster than splitting. Through the Python pool a hand-off cost ~75 us on a
+# 2-vCPU VM (the worker's wake-up, ~40 us, and the GIL hand-offs around two
+# ctypes calls), which put the threshold at 1 Mi elements; through the native
+# pool (`runtime/pool.py`: a worker spinning between kernels) it costs a few
+# µs: on a 2-vCPU Zen 3 VM, float32 `x * 2 + 1` over 256 Ki elements ran in
+# 36.9 µs on one thread and 39.1 on two, over 512 Ki in 65.0 and 55.6; a row
+# sum over 512 Ki in 29.8 and 28.9; `exp(x) * 0.5` over 64 Ki already in
+# 44.5 and 29.4, over 512 Ki in 347 and 180. Where the native pool cannot be
+# made, the Python pool's cost stands (`parallel_threshold`).
+PARALLEL_THRESHOLD = 1 << 18
+PYTHON_POOL_THRESHOLD = 1 << 20
+
+
+def parallel_threshold() -> int:
+    """The split threshold of the pool this process launches through."""
+    from . import pool
+
+    return PARALLEL_THRESHOLD if pool.available() else PYTHON_POOL_THRESHOLD
 
 
 def _array_offsets() -> tuple[int, int]:
@@ -136,7 +148,8 @@ def _engine_get():
 # machine code, JIT or object file), native entries compiled
 # (runtime/native.py), object files linked in (the on-disk cache's entries),
 # the BLAS launchers' module (once per process, at the first BLAS product)
-COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0, "blas_modules": 0}
+COUNTS = {"kernel_modules": 0, "entry_modules": 0, "objects_loaded": 0, "blas_modules": 0,
+          "pool_modules": 0}
 
 
 def optimize(ir_text: str, speed: int = 3):
@@ -238,14 +251,31 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
+_native = None  # runtime/pool.py, imported at the first split launch
+
+
 def launch(fn, work: int, bufs, status, threads: int) -> int:
     """Run fn over [0, work), one contiguous chunk per thread; the exception
-    flags raised on any of the threads."""
+    flags raised on any of the threads. The chunks go to the native pool
+    (`runtime/pool.py`: one C call, workers that spin between a program's
+    kernels) where it can be made, else to the Python pool."""
     if work <= 0:
         return 0
     threads = min(threads, work)
     if threads <= 1:
         return fn(0, work, bufs, status)
+    global _native
+    if _native is None:
+        from . import pool as _native
+    np_ = _native.get(max(THREADS - 1, 1), jit)
+    if np_ is not None and threads <= np_.workers + 1:
+        if np_.busy.acquire(blocking=False):
+            try:
+                return np_.run(ctypes.cast(fn, ctypes.c_void_p).value, work,
+                               ctypes.addressof(bufs), status, threads)
+            finally:
+                np_.busy.release()
+        return fn(0, work, bufs, status)  # (another thread's job holds the pool)
     bounds = [work * i // threads for i in range(threads + 1)]
     futs = [pool().submit(fn, bounds[i], bounds[i + 1], bufs, status) for i in range(1, threads)]
     flags = fn(bounds[0], bounds[1], bufs, status)

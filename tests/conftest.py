@@ -28,6 +28,14 @@ _CACHE_DIR = tempfile.mkdtemp(prefix="lowering-test-cache-")
 os.environ["LOWERING_CACHE_DIR"] = _CACHE_DIR
 atexit.register(shutil.rmtree, _CACHE_DIR, ignore_errors=True)
 
+# the cost model decides with one shipped table on every machine (the default
+# kind's), so that the paths the tests expect — and the numerics of each path
+# at special values — do not depend on the CPU the suite runs on; the table
+# selection itself is tested in tests/passes/test_cost_model.py
+os.environ.setdefault("LOWERING_COST_TABLE", os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "passes", "cost_tables",
+    "rocketlake-2c-512bit.json"))
+
 from hypothesis import HealthCheck, settings  # noqa: E402
 
 _SLOW_DATA = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]

@@ -114,7 +114,7 @@ def target() -> dict:
     from runtime import cpu
 
     return {"vector_bits": cpu.vector_bits(), "threads": cpu.THREADS,
-            "parallel_threshold": cpu.PARALLEL_THRESHOLD,
+            "parallel_threshold": cpu.parallel_threshold(),
             "array_offsets": list(cpu.ARRAY_OFFSETS),  # numpy's ABI, read by the LLVM IR
             "numpy_fpe": numpy_fpe.digest(),  # the flag checks' table
             "partition": config.partition, "backend": config.backend}

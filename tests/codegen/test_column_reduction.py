@@ -144,7 +144,10 @@ def test_a_column_sum_of_a_kept_value_joins_its_producer_when_small():
         d = g * (h > 0)
         return d, d.sum(axis=0)
 
-    for rows, launches in ((256, 1), (2048, 2)):
+    from runtime import cpu
+
+    small = cpu.parallel_threshold() // 1024 // 4  # rows of a domain under the threshold
+    for rows, launches in ((small, 1), (16 * small, 2)):
         rng = np.random.default_rng(rows)
         g = rng.standard_normal((rows, 1024)).astype(np.float32)
         h = rng.standard_normal((rows, 1024)).astype(np.float32)

