@@ -1775,14 +1775,16 @@ class KernelEmitter:
             return self._emit(L.ConstOp(op.value.data, el))
         if isinstance(op, A.DotOp):
             # a short contraction, in order, fused multiply-adds from +0.0 as
-            # BLAS does (so a sum of -0.0 products is +0.0): sum_k a[i, k] b[k, j]
+            # BLAS does, then + 0.0 (a sum of -0.0 products, or of products
+            # that underflow to -0.0, is +0.0, as BLAS's sum into a zeroed
+            # output): sum_k a[i, k] b[k, j]
             i, j = idx[-2], idx[-1]
-            acc = self._emit(L.ConstOp("0.0", el))
+            zero = acc = self._emit(L.ConstOp("0.0", el))
             for k in range(op.lhs.type.get_shape()[-1]):
                 a = yield (op.lhs, (i, const(k)))
                 b = yield (op.rhs, (const(k), j))
                 acc = self._emit(math.FmaOp(a, b, acc))
-            return acc
+            return self._emit(arith.AddfOp(acc, zero))
         if isinstance(op, A.GatherOp):
             # the index value becomes one more dim of this region's loads
             ax, r = op.axis.value.data, op.indices.type.get_num_dims()

@@ -194,6 +194,8 @@ class KernelCodegen:
         self.em, self.k = em, k
         self.vector_width = k.vector_width.value.data
         self.unroll = k.unroll.value.data
+        acc = k.attributes.get("accumulators")  # (schedule: the target's registers)
+        self.accumulators = MULTI_REDUCE_ACCUMULATORS if acc is None else acc.value.data
         self.bufs = list(k.buffers)
         args = [I64, I64, I8.as_pointer().as_pointer(), I64.as_pointer()]
         # the body returns the exception flags it raised itself (integer
@@ -443,7 +445,7 @@ class KernelCodegen:
         ops from a reduce whose cached row has a length known only at the
         launch through the map that reads it run in two versions
         (`row_versions`, `emit_row_versions`)."""
-        first = {g[0]: g for g in reduction_groups(ops, self.row_plan)}
+        first = {g[0]: g for g in reduction_groups(ops, self.row_plan, self.accumulators)}
         spans = row_versions(ops, self.row_plan)
         done: set = set()
         i = 0
@@ -1110,7 +1112,7 @@ class KernelCodegen:
         op0 = specs[0][0]
         ranges = self.extents(op0)
         n = ranges[-1] if ranges else 1
-        unroll = max(1, min(self.unroll, MULTI_REDUCE_ACCUMULATORS // len(specs)))
+        unroll = max(1, min(self.unroll, self.accumulators // len(specs)))
         if sum(len(body) for _, body, _ in specs) > LONG_REDUCE_BODY:
             unroll = 1  # (a long body has work in flight of its own: one copy of it)
         # an extent known at the launch may be long: all accumulators (the
@@ -1222,6 +1224,11 @@ class KernelCodegen:
                 for sl in vs[1:]:
                     vacc = combine(self, kind, t, vacc, b.load(sl))
                 total = combine(self, kind, t, horizontal(self, kind, t, vacc, w), total)
+            if kind == "sum" and "contract" in op.attributes and is_float(t):
+                # a product's sum is +0.0 + its terms, as numpy's (BLAS adds
+                # into a zeroed output): fused multiply-adds of products that
+                # underflow to -0.0 would otherwise leave -0.0
+                total = b.fadd(total, const(llvm_type(t), 0.0))
             totals.append(total)
         nan_seen = None
         if flag:
@@ -1313,12 +1320,13 @@ def _groupable(op: Operation, row_plan) -> bool:
         kind in ("max", "min") and not is_float(op.body.block.last_op.values[0].type))
 
 
-def reduction_groups(ops, row_plan) -> list[list[L.ReduceOp]]:
+def reduction_groups(ops, row_plan, most: int = 1 << 30) -> list[list[L.ReduceOp]]:
     """Reductions of the kernel-level ops that share one pass: a reduction
     joins an earlier one over the same ranges (`same_extents`) when
     computing it there, ahead of the ops in between, changes nothing (its
-    body uses no value they make and loads no buffer they store to). Groups
-    of two or more."""
+    body uses no value they make and loads no buffer they store to), and
+    more than `most` of them (one accumulator each at least: more would
+    spill) split into passes of equal size. Groups of two or more."""
     groups: list[list[L.ReduceOp]] = []
     taken: set = set()
     for i, r in enumerate(ops):
@@ -1339,9 +1347,12 @@ def reduction_groups(ops, row_plan) -> list[list[L.ReduceOp]]:
                 made.update(o.results)
                 if isinstance(o, L.StoreOp):
                     stored.add(o.buffer)
-        if len(group) > 1:
-            groups.append(group)
-            taken.update(group)
+        parts = -(-len(group) // most)  # (more than `most`: passes of equal size)
+        size = -(-len(group) // parts)
+        for p in range(0, len(group), size):
+            if len(group[p:p + size]) > 1:
+                groups.append(group[p:p + size])
+        taken.update(group)
     return groups
 
 
