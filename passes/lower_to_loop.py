@@ -926,7 +926,6 @@ class Lowering:
                 if r not in self.realized and self.uses[r] >= 2 and not read_apart(r) \
                         and self.cost(r) >= RECOMPUTE_LIMIT:
                     self.realized.add(r)
-                    open("/tmp/dbg.txt", "a").write(f"DBG {op.name} {r.type} {[(u.operation.name, [str(x.type) for x in u.operation.results]) for u in r.uses]}\n")
                     self.reasons.append(f"{op.name} is realized: used {self.uses[r]} times and "
                                         f"costs {self.cost(r)} to recompute")
 
