@@ -5,7 +5,7 @@ Handing a chunk to a Python `ThreadPoolExecutor` worker costs 40-75 µs on a
 calls): a 4.8 MB row sum ran in 84 µs on one thread and 91-147 µs on two.
 Here the workers are native threads (pthreads) running a loop compiled into
 the process's LLVM engine: after each job a worker spins on the job counter
-for about SPIN_ITERATIONS pauses (tens of µs) before it sleeps on a
+for SPIN_ITERATIONS pauses (10-25 µs) before it sleeps on a
 condition variable, so the kernels of one program, launched back to back,
 reach a worker that is awake (a hand-off of well under a microsecond), and a
 worker left idle costs no CPU once it sleeps. The caller runs chunk 0 itself
@@ -37,8 +37,10 @@ import threading
 import llvmlite.binding as llvm
 
 # pauses a worker spins for a new job before it sleeps (x86's `pause` is
-# 10-140 cycles: about 20-100 µs in all)
-SPIN_ITERATIONS = 4000
+# 10-140 cycles: about 10-25 µs in all, longer than the gap between a
+# program's kernels; 4000 ran back-to-back kernels as fast, within noise, and
+# held the core away from BLAS's own threads longer after each kernel)
+SPIN_ITERATIONS = 500
 # the pool's memory, in 8-byte words: each hot field on a cache line of its own
 SEQ, DONE, FN, WORK, BUFS, STATUS, NT, STOP, FLAGS = 0, 8, 16, 17, 18, 19, 20, 21, 24
 MAX_THREADS = 64
