@@ -733,6 +733,10 @@ class KernelEmitter:
         if kind in ("any", "all") or is_bool(yt):
             k = {"sum": "any", "max": "any", "prod": "all", "min": "all"}.get(kind, kind)
             return f"(tl.reduce({v}.to(tl.int32), 0, _np_{'max' if k == 'any' else 'min'}) != 0)"
+        if kind == "sum" and is_float(yt):
+            # numpy's sum starts from +0.0: lanes of -0.0 alone (a block the
+            # row fills, no masked +0.0 lane) sum to +0.0, not -0.0
+            return f"(tl.reduce({v}, 0, _combine_sum) + 0.0)"
         if kind in ("sum", "prod"):
             return f"tl.reduce({v}, 0, _combine_{kind})"
         return f"tl.reduce({v}, 0, _np_{kind})"  # (on integers the NaN test is false)
