@@ -362,6 +362,11 @@ SHARED_ROW_BYTES = 4 << 10
 # 50000x128 1.93 -> 1.10-1.30 ms, 20000x256 0.96 -> 0.62 ms (numpy 1.2-1.9,
 # 0.90); 4000x4000 float64 (32 KB rows, 4 per point) 7.1 -> 8.9 ms
 SHARED_ROW_BLOCK = 4
+# a column reduction split into chunks of rows for a GPU (`column_split`)
+# takes chunks of at least this many rows: each program then loads at least
+# this many rows of its block of columns, and the join adds m / this or
+# fewer partial results per column
+COLUMN_CHUNK_ROWS = 64
 SHARED_BLOCK_BYTES = 16 << 10
 
 
@@ -707,6 +712,10 @@ class Lowering:
     # it, the pass would run on one thread anyway)
     threads: int = 1
     parallel_threshold: int = 1 << 20
+    # a column reduction's rows split into chunks (`ColumnEmitter`) for a
+    # device of many processors: (points of the map one program takes, the
+    # programs wanted); (0, 0): never (the CPU: one ordered pass, numpy's order)
+    column_split: tuple[int, int] = (0, 0)
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
@@ -775,6 +784,16 @@ class Lowering:
         if self.threads <= 1 or m * k < self.parallel_threshold:
             return 1
         return min(self.threads, m)
+
+    def column_chunks(self, m: int, k: int) -> int:
+        """The chunks a column reduction over m rows of k points splits its
+        rows into (`ColumnEmitter`): with `column_split` (block, wanted),
+        enough that the k points' blocks times the chunks reach the programs
+        wanted, each chunk of COLUMN_CHUNK_ROWS rows or more; 1: not split."""
+        block, wanted = self.column_split
+        if not block:
+            return 1
+        return max(1, min(-(-wanted // -(-k // block)), m // COLUMN_CHUNK_ROWS))
 
     def _columns_of_narrow_products(self) -> None:
         """A narrow matmul reads B's columns as rows: B.T made once, first
@@ -1960,14 +1979,30 @@ class ColumnEmitter(_OrderedEmitter):
         self._open(shape, r)  # (a column reduction keeps its innermost axis: a map)
         val = self.value_at(x, tuple(dim(i) for i in range(len(shape))))
         out_idx = tuple(dim(i) for i in range(r, len(shape)))
-        acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, out_idx)))
         el = x.type.element_type
         kind = op.kind.data
+        static = all(type(d) is int and d >= 0 for d in shape)
+        m, k = (int(np.prod(shape[:r])), int(np.prod(shape[r:]))) if static else (0, 0)
+        # (products stay in order: a split product's partials can overflow
+        # and underflow where numpy's one pass does not, inf * 0 a NaN)
+        n = self.lw.column_chunks(m, k) if static and r == 1 and kind in ("sum", "max", "min") \
+            else 1
+        out = self.buf
+        if n > 1:  # row i is in chunk (n i + n - 1) floordiv m, first in it where that mod m < n
+            partial = memref.AllocOp([], [], MemRefType(el, [n, *shape[r:]]))
+            self.lw.out.add_op(partial)
+            self.buf = partial.memref
+            at = dim(0) * n + (n - 1)
+            out_idx = (at // m, *out_idx)
+            first = compare("lt", self._emit(arith.IndexCastOp(self._index_value(at % m), i64)),
+                            self._emit(L.ConstOp(str(n), i64)))
+        acc = self._emit(L.LoadOp(self.buf, self.dims, AffineMap(len(self.dims), 0, out_idx)))
         row = dim(0)
         for i in range(1, r):
             row = row * shape[i] + dim(i)
-        first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(row), i64)),
-                        self._emit(L.ConstOp("0", i64)))
+        if n == 1:
+            first = compare("eq", self._emit(arith.IndexCastOp(self._index_value(row), i64)),
+                            self._emit(L.ConstOp("0", i64)))
         # numpy starts a sum from +0.0 (a column of -0.0 sums to +0.0) and a
         # product from 1; max/min from the first row (max(x0, x0) = x0)
         init = val if kind in ("max", "min") else self._emit(
@@ -1985,8 +2020,34 @@ class ColumnEmitter(_OrderedEmitter):
         d = describe(op)
         if d not in self.fused:
             self.fused.append(d)
-        self._close({"accumulate": UnitAttr()})
-
+        if n == 1:
+            self._close({"accumulate": UnitAttr()})
+            return
+        # each chunk's rows in order into its row of the partials, then the
+        # join: out = partial[0] + ... + partial[n - 1], in chunk order
+        name = self.k.sym_name.data
+        self.k.sym_name = StringAttr(f"{name}_part")
+        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64)})
+        self.buf = out
+        kept = shape[r:]
+        self._open(kept, 0)
+        self.k.sym_name = StringAttr(f"{name}_join")
+        at_kept = tuple(dim(i) for i in range(len(kept)))
+        total = None
+        for c in range(n):
+            p = self._emit(L.LoadOp(partial.memref, self.dims,
+                                    AffineMap(len(self.dims), 0, (const(c), *at_kept))))
+            if total is None:
+                total = p
+            elif kind == "sum":
+                total = self._combine(kind, total, p)
+            else:
+                total = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum",
+                                             [total, p], el))
+        self.used_buffers.append(partial.memref)
+        self._store(total, at_kept)
+        self.fused.append(f"{d} (the {n} chunks' partial results)")
+        self._close({})
 
     def _arg(self, kind: str, val: SSAValue, out_idx: Index, first, row) -> None:
         """argmax/argmin down the rows: the extreme so far in a buffer of its
@@ -2290,6 +2351,9 @@ class LowerToLoop(ModulePass):
     # `parallel_threshold` elements on (the CPU runtime's: `pipeline`)
     threads: int = 1
     parallel_threshold: int = 1 << 20
+    # (points per program, programs wanted) of a column reduction split into
+    # chunks of rows (`Lowering.column_split`); (0, 0): never
+    column_split: tuple[int, int] = (0, 0)
     # kernels compute float16 and bfloat16 ops (in float32, rounded once to
     # the result type, as numpy's loops do: Triton), instead of numpy (LLVM on
     # the CPU: its half conversions call compiler-rt routines a JIT process
@@ -2308,7 +2372,7 @@ class LowerToLoop(ModulePass):
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
                 new, report = lower_func(f, self.shared_rows, self.threads,
-                                         self.parallel_threshold)
+                                         self.parallel_threshold, self.column_split)
                 self.reports.append(report)
                 op.body.block.insert_op_before(new, f)
                 op.body.block.erase_op(f)
@@ -2343,9 +2407,10 @@ def layouts_of(f: func.FuncOp) -> list[str]:
 
 
 def lower_func(f: func.FuncOp, shared_rows: bool = True, threads: int = 1,
-               parallel_threshold: int = 1 << 20) -> tuple[func.FuncOp, LoweringReport]:
+               parallel_threshold: int = 1 << 20, column_split: tuple[int, int] = (0, 0),
+               ) -> tuple[func.FuncOp, LoweringReport]:
     lw = Lowering(f, layouts_of(f), shared_rows=shared_rows, threads=threads,
-                  parallel_threshold=parallel_threshold)
+                  parallel_threshold=parallel_threshold, column_split=column_split)
     new = lw.run()
     flags_only(new, [lw.buffer[v] for op in lw.block.ops if isinstance(op, A.FlagsOp)
                      for v in op.operands if lw.uses[v] == 1 and v in lw.buffer

@@ -450,31 +450,50 @@ class KernelEmitter:
         parallel point: the same lane, in program order)."""
         inner = list(maps[0].extents())
         ext_text = [str(self.extent_key(e)) for e in inner]
-        points += self.extent_points(inner)
-        # few points per program: each program walks every row, so the map's
-        # points are what spreads the work over the multiprocessors
-        block, idx = self.flat_domain(points, ext_text, ORDERED_BLOCK)
+        inner_points = self.extent_points(inner)
+        points += inner_points
+        # few points per program: each program walks every row (or every row
+        # of its chunk), so the map's points are what spreads the work over
+        # the multiprocessors
+        chunks = self.chunks(inner_points)
+        pid = None
+        if chunks:  # program = chunk * (the map's blocks) + block
+            n, blocks, block = chunks
+            pid = self.let(f"{self.pid()} % {blocks}")
+            c = self.let(f"{self.pid()} // {blocks}")
+            m = self.par_extents[0]
+            lo, hi = self.let(f"{m} * {c} // {n}"), self.let(f"{m} * ({c} + 1) // {n}")
+            points[:] = [n * blocks * block]
+            self.bind(self.k.body.block.args[0], lo)  # (a chunk's accumulators: at its first row)
+        else:
+            lo, hi = "0", self.par_extents[0] if len(self.par_extents) == 1 else ""
+        block, idx = self.flat_domain(points if not chunks else inner_points, ext_text,
+                                      ORDERED_BLOCK, pid)
         for a, v in zip(maps[0].body.block.args, idx):
             self.bind(a, v)
         self.domain_vars = idx
         ity = f"tl.int{self.index_bits}"
-        promoted = self.promote(maps[0])
+        promoted = self.promote(maps[0], chunked=bool(chunks))
         if promoted and len(self.par_extents) == 1:
             # an accumulator in registers: nothing in the loop stores, so the
             # rows' loads issue ORDERED_UNROLL at a time, then add in order
             (a,) = self.k.body.block.args
-            ext = self.par_extents[0]
             size = sum(1 for _ in maps[0].body.walk())
             unroll = ORDERED_UNROLL if size <= ORDERED_UNROLL_OPS else ORDERED_UNROLL // 4
-            whole = f"({ext}) - ({ext}) % {unroll}"
-            self.line(f"for q0 in range(0, {whole}, {unroll}):")
+            whole = f"{lo} + (({hi}) - {lo}) - (({hi}) - {lo}) % {unroll}"
+            self.line(f"for q0 in range({lo}, {whole}, {unroll}):")
             self.depth += 1
             self.line(f"for u0 in tl.static_range({unroll}):")
             self.ordered_body(ops, a, f"q0 + u0 + tl.full([], 0, {ity})")
             self.depth -= 1
-            self.line(f"for q0 in range({whole}, {ext}):")  # the rows left over
+            self.line(f"for q0 in range({whole}, {hi}):")  # the rows left over
             self.ordered_body(ops, a, f"q0 + tl.full([], 0, {ity})")
             self.store_promoted()
+            return block, 4
+        if chunks:  # (one parallel dim: the chunk's rows in order)
+            (a,) = self.k.body.block.args
+            self.line(f"for q0 in range({lo}, {hi}):")
+            self.ordered_body(ops, a, f"q0 + tl.full([], 0, {ity})")
             return block, 4
         # the parallel dims a loop nest in order, the map's body innermost
         args = list(self.k.body.block.args)
@@ -511,7 +530,23 @@ class KernelEmitter:
         self.depth -= 1
         self.scopes.pop()
 
-    def promote(self, m: L.MapOp) -> dict:
+    def chunks(self, inner: list[int | str]) -> tuple[int, int, int] | None:
+        """(n, blocks, XBLOCK) of an ordered kernel whose rows run in n
+        chunks (`ordered_chunks` n: chunk c the rows [M c // n, M (c + 1) // n)
+        of its one parallel dim, adding into addresses that depend on the row
+        only through its chunk — lower-to-loop's column reductions split for
+        a GPU): one program per chunk and block of the map's points, each
+        walking its chunk's rows in order. None: one program walks every row
+        (a dynamic extent; no chunks)."""
+        attr = self.k.attributes.get("ordered_chunks")
+        if attr is None or len(self.par_extents) != 1 or not self.par_extents[0].isdigit() \
+                or not all(isinstance(p, int) for p in inner):
+            return None
+        total = math.prod(inner)  # type: ignore[arg-type]
+        block = min(ORDERED_BLOCK, max(16, next_pow2(total)))
+        return attr.value.data, -(-total // block), block
+
+    def promote(self, m: L.MapOp, chunked: bool = False) -> dict:
         """Written buffers an ordered kernel keeps in registers across its
         rows (`out[j] += x[i, j]`: a column reduction's accumulator): every
         access to one is at the same address, which no parallel dim moves,
@@ -529,8 +564,8 @@ class KernelEmitter:
             others = {root(o.buffer) for o in accesses} - {r}
             if any(may_alias(r, x) for x in others) or any(o.parent_op() is not m for o in mine):
                 continue
-            if any(_addressing(o) & par for o in mine):
-                continue
+            if not chunked and any(_addressing(o) & par for o in mine):
+                continue  # (chunked: moved only from chunk to chunk, evaluated at its first row)
             if len({(o.buffer, o.map.data, tuple(o.indices)) for o in mine}) != 1:
                 continue
             first = mine[0]
@@ -554,14 +589,15 @@ class KernelEmitter:
         self.promoted = {}
 
     def flat_domain(self, points: list[int | str], ext_text: list[str],
-                    most: int) -> tuple[int, list[str]]:
+                    most: int, pid: str | None = None) -> tuple[int, list[str]]:
         """XBLOCK points of the flattened domain `points` per program (up to
-        `most`): the block's offsets, mask and row-major indices."""
+        `most`), program `pid` taking block `pid` (default the program's id):
+        the block's offsets, mask and row-major indices."""
         static = all(isinstance(p, int) for p in points)
         total = math.prod(p for p in points if isinstance(p, int))
         block = min(most, max(16, next_pow2(total))) if static else most
         self.constexprs["XBLOCK"] = block
-        pid = self.pid()
+        pid = self.pid() if pid is None else pid
         offs = self.let(f"{pid} * XBLOCK + tl.arange(0, XBLOCK)")
         self.blocky.add(offs)
         n = " * ".join(ext_text) if ext_text else "1"
