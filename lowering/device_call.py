@@ -176,31 +176,12 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
                 cf._device_last = (tuple(_signature(x) for x in args), run, dev,
                                    getattr(run, "writes", True))
             return r
-    # (in each device array's layout class: the program compiled on the host
-    # copies is the one the device entry runs on the device arrays)
-    layouts = {i: gpu.layout_class_of(leaves[i]) for i in where}
-    host = [_in_layout(dev.to_host(x), layouts[i]) if i in where else x
-            for i, x in enumerate(leaves)]
-    for i, j in overlapping(dev, leaves):
-        if leaves[i] is not leaves[j]:
-            raise ValueError(
-                f"lowering: arguments {i} and {j} of {cf.__qualname__} are device arrays that "
-                "share memory (two views of one array); pass separate arrays, or the same "
-                "array object twice")
-        host[j] = host[i]  # (one array passed twice: numpy sees one array twice)
-    before = {i: _in_layout(np.array(host[i], copy=True), layouts[i]) for i in where}
-    hargs, hkwargs = pytree.unflatten(treedef, host)
-    try:
-        out = cf(*hargs, **hkwargs)  # this call, once: on host copies (compiles on a miss)
-    finally:
-        # arguments the call wrote go back to the caller's device arrays (numpy's
-        # writes before an error it raises too: they stay in numpy's arrays)
-        for i, old in before.items():
-            if not _same(host[i], old):
-                _write(dev, leaves[i], host[i])
+    # this call, once: on host copies (compiles on a miss)
+    out, before = on_host_copies(cf.__qualname__, dev, leaves, where, treedef,
+                                 lambda hargs, hkwargs, host: cf(*hargs, **hkwargs))
     if key is not None:
         # the entry that serves these arguments (found by their values before the call)
-        unchanged = [before.get(i, x) for i, x in enumerate(host)]
+        unchanged = [before.get(i, x) for i, x in enumerate(leaves)]
         entry = _entry_of(cf, unchanged, treedef)
         why = _why_not(cf, entry)
         if why is None:
@@ -209,6 +190,35 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
             logger("graph_breaks").info("%s on %s arrays runs on host copies: %s",
                                         cf.__qualname__, dev.name, why)
     return _to_device(dev, out)
+
+
+def on_host_copies(name: str, dev, leaves, where, treedef, run):
+    """`run(args, kwargs, leaves)` on host copies of the device arrays of
+    `dev` among `leaves` (at `where`), each copy in its array's layout class
+    (so the program compiled on them is the one a device entry runs on the
+    device arrays); the arguments it wrote go back to the caller's device
+    arrays, also when it raises (numpy's writes before an error stay in
+    numpy's arrays). Returns run's result and, per device leaf, its host
+    copy as it was before the call."""
+    layouts = {i: gpu.layout_class_of(leaves[i]) for i in where}
+    host = [_in_layout(dev.to_host(x), layouts[i]) if i in where else x
+            for i, x in enumerate(leaves)]
+    for i, j in overlapping(dev, leaves):
+        if leaves[i] is not leaves[j]:
+            raise ValueError(
+                f"lowering: arguments {i} and {j} of {name} are device arrays that "
+                "share memory (two views of one array); pass separate arrays, or the same "
+                "array object twice")
+        host[j] = host[i]  # (one array passed twice: numpy sees one array twice)
+    before = {i: _in_layout(np.array(host[i], copy=True), layouts[i]) for i in where}
+    hargs, hkwargs = pytree.unflatten(treedef, host)
+    try:
+        out = run(hargs, hkwargs, host)
+    finally:
+        for i, old in before.items():
+            if not _same(host[i], old):
+                _write(dev, leaves[i], host[i])
+    return out, before
 
 
 def _in_layout(h: np.ndarray, layout: str) -> np.ndarray:

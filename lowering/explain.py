@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from . import pytree
 from .api import CompiledFunction, compile
+from .device_call import device_of, on_host_copies
 from .device_graph import explain_line
 
 
@@ -110,7 +111,12 @@ def explain(fn, dynamic=None):
         probe = CompiledFunction(cf.fn, cf.mode, dynamic, False, cf.backend,
                                  cf.partition[1], cf.partition[0])
         leaves, treedef = pytree.flatten((args, kwargs))
-        probe._compile_and_run(args, kwargs, leaves, treedef)
+        dev, where = device_of(leaves)
+        if dev is None:
+            probe._compile_and_run(args, kwargs, leaves, treedef)
+        else:  # device arrays: traced on host copies, as a device call's first call is
+            on_host_copies(cf.__qualname__, dev, leaves, where, treedef,
+                           lambda a, k, host: probe._compile_and_run(a, k, host, treedef))
         trace = probe.last_trace
         if trace is None:
             return ExplainOutput(0, 0, [], [], [])

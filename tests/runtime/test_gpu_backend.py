@@ -584,3 +584,25 @@ def test_written_argument_check_compares_bits():
     c = np.array([1 + 2j, 3 - 4j])
     assert _same(c, c.copy()) and not _same(c, np.conj(c))
     assert _same(np.float32(2.0) * np.ones(()), np.array(2.0))
+
+
+def test_explain_takes_device_arrays(box_device):
+    """explain on device arrays traces on their host copies, as a device
+    call's first call does (it raised numpy's TypeError on a plain function
+    and recursed without end on a compiled value_and_grad); arguments the
+    function writes reach the caller's device arrays."""
+    def f(x, w):
+        x[0] += 1.0
+        return ((np.tanh(x) @ w) ** 2).mean()
+
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((8, 4)).astype(np.float32), rng.standard_normal((4, 3))
+    bx, bw = Box(x.copy()), Box(w.astype(np.float32))
+    text = str(lowering.explain(compiled(f))(bx, bw))
+    assert "Triton rows kernel" in text and "Triton pointwise kernel" in text
+    np.testing.assert_array_equal(bx.a[0], x[0] + 1.0)  # (the write reached the caller)
+    np.testing.assert_array_equal(bx.a[1:], x[1:])
+    step = lowering.compile(lowering.value_and_grad(lambda x, w: ((np.tanh(x) @ w) ** 2).mean(),
+                                                    argnums=(1,)), backend="gpu")
+    report = lowering.explain(step)(Box(x), bw)
+    assert report.partitions and "Triton" in str(report)
