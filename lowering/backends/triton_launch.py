@@ -41,7 +41,7 @@ def load(tk: TritonKernel, interpret: bool = False):
     key = (tk.source, interpret)
     g = _MODULES.get(key)
     if g is None:
-        _import_triton()
+        _import_triton(interpret)
         digest = hashlib.sha256(tk.source.encode()).hexdigest()[:16]
         name = f"<lowering-triton {tk.fn_name} {digest}{' interpreted' if interpret else ''}>"
         lines = tk.source.splitlines(True)
@@ -107,18 +107,68 @@ def _exact_bfloat16_conversions() -> None:
     _PATCHED.append(True)
 
 
-def _import_triton() -> None:
+def _import_triton(interpret: bool) -> None:
     """Triton's own modules, imported with TRITON_INTERPRET unset: imported
     first while it is set (below), its library functions (`tl.cdiv`, ...)
     would be interpreter functions for good, and a later import of its
     experimental modules (which the interpreter's argument handling does)
-    fails on them."""
+    fails on them. (Those experimental modules, ~0.2 s to import, only
+    where the interpreter runs.) Then Triton's own cache key, once
+    (`_seed_triton_key`)."""
     import triton.language  # noqa: F401
 
+    if interpret:
+        try:
+            import triton.experimental.gluon  # noqa: F401
+        except ImportError:
+            pass
+    _seed_triton_key()
+
+
+_SEEDED: list[bool] = []
+
+
+def _seed_triton_key() -> None:
+    """Triton keys every compile by `triton.runtime.cache.triton_key()`: a
+    hash of its compiler's and language's source files and of its 100+ MB
+    library, read and hashed once per process (0.4-0.8 s of the first
+    compile). The key is kept in the on-disk cache under a fingerprint of
+    the same files' paths, sizes and modification times (a few ms to take),
+    and a process whose Triton has that fingerprint takes the key from
+    there: a reinstalled or changed Triton has another fingerprint, and its
+    key is hashed again. Without the disk cache, Triton hashes as usual."""
+    if _SEEDED:
+        return
+    _SEEDED.append(True)
     try:
-        import triton.experimental.gluon  # noqa: F401
-    except ImportError:
-        pass
+        import triton
+        import triton.runtime.cache as tc
+        from runtime import disk_cache
+
+        cache = disk_cache.current()
+        if not cache.usable():
+            return
+        root = os.path.dirname(os.path.abspath(triton.__file__))
+        stats = []
+        for sub in ("compiler", "backends", "language", "_C", "runtime"):
+            for dirpath, dirs, files in os.walk(os.path.join(root, sub)):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.endswith((".py", ".so")):
+                        st = os.stat(os.path.join(dirpath, name))
+                        stats.append((os.path.relpath(os.path.join(dirpath, name), root),
+                                      st.st_size, st.st_mtime_ns))
+        key = disk_cache.digest({"kind": "triton-key", "root": root,
+                                 "version": triton.__version__, "files": stats})
+        entry = cache.get(key)
+        if entry is not None:
+            value = entry.data.decode()
+        else:
+            value = tc.triton_key()
+            cache.put(key, {"kind": "triton-key"}, value.encode())
+        tc.triton_key = lambda: value  # (as Triton's own compile workers seed it)
+    except Exception:  # (Triton hashes its files itself, as without the cache)
+        return
 
 
 def compile_for(tk: TritonKernel, arch: int = 90, warp_size: int = 32):
