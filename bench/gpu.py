@@ -310,14 +310,31 @@ def w5_step(torch, lowering, bench, dev, quick: bool) -> dict:
     return out
 
 
+def _bf(v: float):
+    """A bfloat16 scalar: with it, a bfloat16 array's ops stay bfloat16 under
+    every numpy and ml_dtypes (ml_dtypes 0.6 promotes a bfloat16 array with
+    a Python float to float32, 0.7 keeps bfloat16)."""
+    return BF16.type(v)
+
+
 def mlp_loss_bf16(X, W1, b1, W2, b2, Y):
     """W5's GPU variant in bfloat16: numpy's bf16 @ bf16 is float32 (no bf16
-    loop), rounded to bfloat16 as torch's bf16 matmul rounds its output, so
-    the program computes what torch's does in bfloat16."""
+    loop), rounded to bfloat16 as torch's bf16 matmul rounds its output, and
+    bfloat16 constants, so the program computes what torch's does in
+    bfloat16 (with Python floats, numpy with ml_dtypes 0.6 computes the GELU
+    and the second matmul in float32)."""
     h = (X @ W1).astype(BF16) + b1
-    g = 0.5 * h * (1.0 + np.tanh(0.7978845608028654 * (h + 0.044715 * h ** 3)))
+    g = _bf(0.5) * h * (_bf(1.0) + np.tanh(_bf(0.7978845608028654) *
+                                           (h + _bf(0.044715) * h ** _bf(3.0))))
     out = (g @ W2).astype(BF16) + b2
-    return ((out - Y) ** 2).mean()
+    return np.square(out - Y).mean()
+
+
+def layernorm_bf16(x, w, b):
+    """W1 LayerNorm with a bfloat16 epsilon (see `_bf`): bfloat16 throughout,
+    as torch's LayerNorm on bfloat16 tensors."""
+    xc = x - x.mean(axis=-1, keepdims=True)
+    return xc / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + _bf(1e-5)) * w + b
 
 
 def _t_bf16(torch, dev, a):
@@ -341,7 +358,7 @@ def bf16_rows(torch, lowering, bench, dev, quick: bool, copy_gbs: float, peers) 
     nbytes = 2 * (x.size * 2 + w.size + b.size)
     roof = nbytes / copy_gbs / 1e6
     tln = torch_fns(torch)["layernorm"]
-    runs = {"lowering": lowering.compile(layernorm, backend="gpu")}
+    runs = {"lowering": lowering.compile(layernorm_bf16, backend="gpu")}
     if "torch" in peers:
         runs["torch"] = tln
     if "torch.compile" in peers:
@@ -411,7 +428,39 @@ def bf16_rows(torch, lowering, bench, dev, quick: bool, copy_gbs: float, peers) 
         w5[peer] = entry
         print("W5 bf16", peer, {k: v for k, v in entry.items() if k != "stats"}, flush=True)
     out["w5"] = w5
+    out["matmul"] = matmul_bf16_row(torch, lowering, bench, dev, quick)
     return out
+
+
+def matmul_bf16(a, b):
+    """numpy's `a @ b` of two bfloat16 arrays is float32; rounded to
+    bfloat16, it is torch's bf16 matmul."""
+    return (a @ b).astype(BF16)
+
+
+def matmul_bf16_row(torch, lowering, bench, dev, quick: bool) -> dict:
+    """bf16 matmul n^3 against cuBLAS through torch (TFLOP/s, and the ratio
+    to torch.mm's time), checked against float64 on a sample of rows."""
+    n = 1024 if quick else 8192
+    rng = np.random.default_rng(11)
+    ha, hb = (rng.standard_normal((n, n)).astype(BF16) for _ in range(2))
+    a, b = _t_bf16(torch, dev, ha), _t_bf16(torch, dev, hb)
+    ref = ha[:64].astype(np.float64) @ hb.astype(np.float64)
+    runs = {"lowering": lowering.compile(matmul_bf16, backend="gpu"), "torch": torch.mm}
+    row: dict = {"n": n}
+    for peer, f in runs.items():
+        entry: dict = {}
+        try:
+            got = f(a, b)
+            entry["rel_err"] = rel_err(got[:64].float().cpu().numpy(), ref)
+            entry["ok"] = entry["rel_err"] <= 2e-2
+            entry["ms"] = bench(lambda: f(a, b))
+            entry["tflops"] = 2 * n ** 3 / entry["ms"] / 1e9
+        except Exception as e:  # a peer's failure is a row, not the end of the run
+            entry["error"] = f"{type(e).__name__}: {e}"[:300]
+        row[peer] = entry
+        print("matmul bf16", peer, entry, flush=True)
+    return row
 
 
 def report(result, peers) -> str:
@@ -466,6 +515,12 @@ def report(result, peers) -> str:
             lines += ["", f"W5 bf16 MLP step ({w5b['shapes']}: value and 4 gradients), "
                       "median ms: " + ", ".join(f"{p} {bcell(w5b.get(p))}" for p in (
                           "lowering", "lowering-reduce-overhead", "torch", "torch.compile"))]
+        mm = bf.get("matmul") or {}
+        lo, tm = mm.get("lowering") or {}, mm.get("torch") or {}
+        if "ms" in lo and "ms" in tm:
+            lines += ["", f"matmul bf16 {mm['n']}^3, median ms (TFLOP/s): lowering "
+                      f"{bcell(lo)} ({lo['tflops']:.0f}), torch.mm (cuBLAS) {bcell(tm)} "
+                      f"({tm['tflops']:.0f}): {100 * tm['ms'] / lo['ms']:.0f}% of cuBLAS"]
     w6 = result["w6_us"]
     lines += ["", "W6 (x*2+1 on 16 elements, host time per call, device-resident): "
               + ", ".join(f"{k} {v:.1f} µs" for k, v in w6.items()), ""]
