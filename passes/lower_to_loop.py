@@ -751,6 +751,12 @@ class Lowering:
             for v in op.operands:
                 if not (isinstance(op, A.FlagsOp) and v in self.flag_reads):
                     self.uses[v] += 1
+        # casts whose matmul writes their narrow result itself (`rounded_product`)
+        self.narrowed: dict[Operation, A.DotOp] = {}
+        for op in self.block.ops:
+            cast = rounded_product(op)
+            if cast is not None:
+                self.narrowed[cast] = op  # type: ignore[assignment]
         ret = self.block.last_op
         assert isinstance(ret, func.ReturnOp)
         self.realized.update(ret.arguments)
@@ -831,6 +837,8 @@ class Lowering:
             # over all of it: each index is checked, as numpy checks them,
             # even where a consumer reads only some: `x[i][:1]`.)
             return list(op.results)
+        if op in self.narrowed:  # written by its matmul (`rounded_product`)
+            return [op.results[0]]
         if isinstance(op, A.FlagsOp):
             # computed for their flags: each in its kernel, whose stores go
             # where nothing else reads it (`flags_only`); those read by
@@ -867,6 +875,8 @@ class Lowering:
             elif isinstance(op, A.DotOp):
                 # BLAS reads a transposed operand as it is (a strided view)
                 operands = [src for src, _ in dot_operands(op)]
+                if op.result.uses and next(iter(op.result.uses)).operation in self.narrowed:
+                    return operands  # (its result is its cast's: `rounded_product`)
             else:
                 operands = list(op.operands)
             return operands + list(op.results)
@@ -1041,7 +1051,8 @@ class Lowering:
         it, and folds it in (one pass over memory instead of a write and a
         re-read: Inductor's multi-output reduction). Where that does not
         happen as planned, `Restart(undefer=True)` gives y its own kernel."""
-        if v in self.no_defer or isinstance(v, BlockArgument) or len(op.results) != 1:
+        if v in self.no_defer or isinstance(v, BlockArgument) or len(op.results) != 1 \
+                or op in self.narrowed:  # (a rounded product: its matmul writes it)
             return False
         if not generated(op) or isinstance(op, (A.ReduceOp, A.ArgReduceOp, A.DotOp, A.ScatterOp,
                                                 A.ScanOp, A.GatherOp)) or is_view(op):
@@ -1139,6 +1150,8 @@ class Lowering:
         return box is not None and all(w is not None and _disjoint(box, w) for _, w in writes)
 
     def _realize(self, op: Operation, v: SSAValue) -> None:
+        if op in self.narrowed:  # its matmul's extern writes it (`rounded_product`)
+            op = self.narrowed[op]
         mode = self.write_mode(op)
         if mode == "copy":
             if v not in self.buffer:
@@ -1170,7 +1183,8 @@ class Lowering:
                 SharedRowsEmitter(self, v, self._alloc(v)).emit()
             return
         if not generated(op):
-            if all(r in self.buffer for r in op.results):
+            results = list(op.results) if v.owner is op else [v]  # (v: a rounded product's cast)
+            if all(r in self.buffer for r in results):
                 return  # one extern makes all of a routine's results
             fn = f"numpy:{op.name}"
             if isinstance(op, A.RoutineOp):
@@ -1193,7 +1207,7 @@ class Lowering:
             for o in [*op.operands, *(blas_operand(o)[0] for o in op.operands), *reads]:
                 if o in self.pending:  # read whole, before a reduction's pass stores it
                     raise Restart(o, "", undefer=True)
-            over = self.overwritten_operand(op, views)
+            over = self.overwritten_operand(op, views) if v.owner is op else None
             if over is not None:  # its result in that operand's buffer (numpy's `x *= y`)
                 buf = self.buffer[op.results[0]] = self.buffer[over]
                 held = self.sharing.setdefault(buf, [over])
@@ -1202,12 +1216,14 @@ class Lowering:
                 held.append(op.results[0])
                 outs = [buf]
             else:
-                outs = [self._alloc(r) for r in op.results]
+                outs = [self._alloc(r) for r in results]
             if views is not None:
                 self.out.add_op(L.ExternOp(fn, ins, outs, op, [chain for _, chain in views]))
             else:
                 self.out.add_op(L.ExternOp(fn, ins, outs, None if isinstance(op, A.DotOp) else op))
-            self.kernel_ops.append((f"extern {fn}", [describe(op)]))
+            # (a rounded product: its cast's rounding is the library's)
+            self.kernel_ops.append((f"extern {fn}", [describe(op)] + (
+                [describe(v.owner)] if v.owner is not op else [])))  # type: ignore[arg-type]
             return
         if v in self.buffer:
             return
@@ -1481,6 +1497,28 @@ def narrow_operands(ops: list[tuple[SSAValue, bool]]) -> list[tuple[SSAValue, bo
     if narrow[0][0].type.element_type != narrow[1][0].type.element_type:
         return ops
     return narrow
+
+
+def rounded_product(op: Operation) -> A.CastOp | None:
+    """On the GPU: the cast rounding a float32 matmul of narrow operands
+    (`narrow_operands`: numpy's `(a @ b).astype(bfloat16)` of two bfloat16
+    arrays) back to their type, where it is the product's only use. The
+    device library then writes the narrow result itself: its float32 sums
+    rounded once to the narrow type, as the cast rounds numpy's (the sums'
+    order is the library's either way); the float32 product is never made."""
+    if not (_HALF_KERNELS.get() and isinstance(op, A.DotOp)) or generated(op):
+        return None
+    (a, _), _ = ops = dot_operands(op)
+    narrow = a.type.element_type
+    if not _is_half(narrow) or any(o.type.element_type != narrow for o, _ in ops):
+        return None
+    uses = list(op.result.uses)
+    if len(uses) != 1:
+        return None
+    cast = uses[0].operation
+    if not isinstance(cast, A.CastOp) or cast.result.type.element_type != narrow:
+        return None
+    return cast
 
 
 def _wide_of_half(cast: A.CastOp) -> bool:

@@ -101,7 +101,9 @@ class Device:
     def matmul(self, a, b, out) -> None:
         """out <- a @ b. `a` and `b` may be float16 or bfloat16 where `out` is
         float32 (a matmul of widened operands: the products are exact in
-        float32 and summed in float32)."""
+        float32 and summed in float32), or where `out` is of their type too
+        (numpy's `(a @ b).astype(bfloat16)`: those float32 sums rounded once
+        to it, never summed in the narrow type)."""
         raise NotImplementedError
 
     def synchronize(self) -> None:
@@ -205,7 +207,21 @@ class TorchDevice(Device):
         return x.detach()
 
     def matmul(self, a, b, out):
-        if a.dtype == out.dtype:
+        t = self.torch
+        if a.dtype == out.dtype and a.dtype in (t.float16, t.bfloat16):
+            # cuBLAS sums in float32 and rounds once; its split-K partial sums
+            # rounded to the narrow type are off while this runs (torch
+            # allows them by default: a sum in bfloat16 is not numpy's)
+            flags = t.backends.cuda.matmul
+            name = ("allow_bf16_reduced_precision_reduction" if a.dtype == t.bfloat16
+                    else "allow_fp16_reduced_precision_reduction")
+            before = getattr(flags, name)
+            setattr(flags, name, False)
+            try:
+                t.matmul(a, b, out=out)
+            finally:
+                setattr(flags, name, before)
+        elif a.dtype == out.dtype:
             self.torch.matmul(a, b, out=out)
         elif a.dim() == b.dim() == 2:  # cuBLAS on the narrow operands, a float32 result
             self.torch.mm(a, b, out_dtype=out.dtype, out=out)
@@ -287,6 +303,9 @@ class CupyDevice(Device):
     def matmul(self, a, b, out):
         if a.dtype != out.dtype:  # (widened operands: CuPy has no bfloat16 matmul)
             a, b = a.astype(out.dtype), b.astype(out.dtype)
+        elif out.dtype.itemsize == 2 and out.dtype.kind == "f":  # float32 sums, rounded once
+            out[...] = self.cp.matmul(a.astype(np.float32), b.astype(np.float32))
+            return
         self.cp.matmul(a, b, out=out)
 
     def synchronize(self):
@@ -394,7 +413,7 @@ class HostDevice(Device):
         return x.view()
 
     def matmul(self, a, b, out):
-        np.matmul(a.astype(out.dtype, copy=False), b.astype(out.dtype, copy=False), out=out)
+        host_matmul(a, b, out)
 
     def owns(self, x):
         return False
@@ -512,6 +531,15 @@ def _capture_work(work, stream: int, end: Callable[[], None]) -> None:
 
 
 _BFLOAT16 = np.dtype(ml_dtypes.bfloat16)  # torch.bfloat16's numpy dtype (names match)
+
+
+def host_matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
+    """`Device.matmul` on host arrays: narrow operands widened to float32;
+    a narrow result is the float32 product rounded once."""
+    if out.dtype.itemsize == 2 and out.dtype.kind in "fV":  # float16, bfloat16
+        out[...] = np.matmul(a.astype(np.float32), b.astype(np.float32))
+    else:
+        np.matmul(a.astype(out.dtype, copy=False), b.astype(out.dtype, copy=False), out=out)
 
 
 def tl_dtype(dt: np.dtype):

@@ -606,3 +606,42 @@ def test_explain_takes_device_arrays(box_device):
                                                     argnums=(1,)), backend="gpu")
     report = lowering.explain(step)(Box(x), bw)
     assert report.partitions and "Triton" in str(report)
+
+
+@pytest.mark.parametrize("half", ["bfloat16", "float16"])
+def test_a_rounded_half_product_is_written_narrow_by_the_library(box_device, monkeypatch, half):
+    """`(a @ b).astype(bfloat16)` of two bfloat16 arrays (numpy: a float32
+    matmul, rounded): the device library's matmul writes the narrow result
+    itself (its float32 sums rounded once), no float32 product made; where
+    the float32 product is used otherwise too, it is made as before."""
+    from tests.stand_in_device import BoxDevice
+
+    dt = np.dtype(half) if half == "float16" else gpu._BFLOAT16
+    outs = []
+    real = BoxDevice.matmul
+
+    def recording(self, a, b, out):
+        outs.append(out.a.dtype)
+        return real(self, a, b, out)
+    monkeypatch.setattr(BoxDevice, "matmul", recording)
+    rng = np.random.default_rng(12)
+    a, b = rng.standard_normal((33, 70)).astype(dt), rng.standard_normal((70, 20)).astype(dt)
+
+    def rounded(a, b):
+        return np.tanh((a @ b).astype(dt))
+
+    got = compiled(rounded)(Box(a), Box(b)).a
+    assert outs == [dt]
+    np.testing.assert_array_equal(got.view(np.uint16), rounded(a, b).view(np.uint16))
+
+    def both(a, b):
+        p = a @ b
+        return p.astype(dt), p * 2.0
+
+    outs.clear()
+    r, p2 = compiled(both)(Box(a), Box(b))
+    # (numpy's float16 @ float16 is float16 itself; bfloat16's is float32)
+    assert outs == [np.dtype(np.float32) if half == "bfloat16" else dt]
+    want_r, want_p2 = both(a, b)
+    np.testing.assert_array_equal(r.a.view(np.uint16), want_r.view(np.uint16))
+    np.testing.assert_array_equal(p2.a, want_p2)
