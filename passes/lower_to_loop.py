@@ -793,13 +793,15 @@ class Lowering:
 
     def column_chunks(self, m: int, k: int) -> int:
         """The chunks a column reduction over m rows of k points splits its
-        rows into (`ColumnEmitter`): with `column_split` (block, wanted),
-        enough that the k points' blocks times the chunks reach the programs
-        wanted, each chunk of COLUMN_CHUNK_ROWS rows or more; 1: not split."""
+        rows into (`ColumnEmitter`): with `column_split` (block, wanted), a
+        GPU's, enough that the k points' blocks times the chunks reach the
+        programs wanted; else one per thread from `parallel_threshold`
+        elements on (`row_chunks`: one thread walking every row of a
+        4096x4096 float32 sum ran slower than numpy's own pass); each chunk
+        of COLUMN_CHUNK_ROWS rows or more; 1: not split."""
         block, wanted = self.column_split
-        if not block:
-            return 1
-        return max(1, min(-(-wanted // -(-k // block)), m // COLUMN_CHUNK_ROWS))
+        n = -(-wanted // -(-k // block)) if block else self.row_chunks(m, k)
+        return max(1, min(n, m // COLUMN_CHUNK_ROWS))
 
     def _columns_of_narrow_products(self) -> None:
         """A narrow matmul reads B's columns as rows: B.T made once, first
@@ -2007,7 +2009,17 @@ class ColumnEmitter(_OrderedEmitter):
     input, so sums match it bit for bit (signed zeros included). Rows must run
     in order: the kernel carries `accumulate` and `schedule` keeps it on one
     thread. The input's expression is computed inline (fused) as in any
-    kernel."""
+    kernel.
+
+    A sum, max or min over one leading axis of many rows is split into n
+    chunks of rows (`Lowering.column_chunks`: one per CPU thread from the
+    parallel threshold on; on a GPU, enough for its programs): `k<i>_part`
+    (`ordered_chunks` n) accumulates chunk c's rows, in order and from the
+    same start, into row c of an (n, ...) buffer of partial results, and
+    `k<i>_join` combines the n partials in chunk order. A sum's order then
+    changes (within the reduction tolerances, as `split_reductions`'); max
+    and min are exact; products are never split (their partials can
+    overflow and underflow where numpy's one pass does not)."""
 
     def emit(self) -> None:
         op = self.root.owner
