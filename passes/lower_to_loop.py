@@ -367,6 +367,7 @@ SHARED_ROW_BLOCK = 4
 # this many rows of its block of columns, and the join adds m / this or
 # fewer partial results per column
 COLUMN_CHUNK_ROWS = 64
+COLUMN_CHUNKS_MAX = 128  # (the join adds this many partials per point, unrolled)
 SHARED_BLOCK_BYTES = 16 << 10
 
 
@@ -801,7 +802,7 @@ class Lowering:
         of COLUMN_CHUNK_ROWS rows or more; 1: not split."""
         block, wanted = self.column_split
         n = -(-wanted // -(-k // block)) if block else self.row_chunks(m, k)
-        return max(1, min(n, m // COLUMN_CHUNK_ROWS))
+        return max(1, min(n, m // COLUMN_CHUNK_ROWS, COLUMN_CHUNKS_MAX))
 
     def _columns_of_narrow_products(self) -> None:
         """A narrow matmul reads B's columns as rows: B.T made once, first
@@ -2035,8 +2036,10 @@ class ColumnEmitter(_OrderedEmitter):
         m, k = (int(np.prod(shape[:r])), int(np.prod(shape[r:]))) if static else (0, 0)
         # (products stay in order: a split product's partials can overflow
         # and underflow where numpy's one pass does not, inf * 0 a NaN)
+        # (float16/bfloat16 sums neither: numpy rounds every row's add to the
+        # narrow type, and chunks restarting from 0 would sum another value)
         n = self.lw.column_chunks(m, k) if static and r == 1 and kind in ("sum", "max", "min") \
-            else 1
+            and not (kind == "sum" and _is_half(el)) else 1
         out = self.buf
         if n > 1:  # row i is in chunk (n i + n - 1) floordiv m, first in it where that mod m < n
             partial = memref.AllocOp([], [], MemRefType(el, [n, *shape[r:]]))

@@ -303,7 +303,7 @@ class CupyDevice(Device):
     def matmul(self, a, b, out):
         if a.dtype != out.dtype:  # (widened operands: CuPy has no bfloat16 matmul)
             a, b = a.astype(out.dtype), b.astype(out.dtype)
-        elif out.dtype.itemsize == 2 and out.dtype.kind == "f":  # float32 sums, rounded once
+        elif out.dtype.itemsize == 2 and out.dtype.kind in "fV":  # float32 sums, rounded once
             out[...] = self.cp.matmul(a.astype(np.float32), b.astype(np.float32))
             return
         self.cp.matmul(a, b, out=out)

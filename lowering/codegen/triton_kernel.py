@@ -281,6 +281,9 @@ class KernelEmitter:
             if n == A.DYN:
                 return 64
             total *= n
+        chunks = self.k.attributes.get("ordered_chunks")
+        if chunks is not None:  # (a chunk's bounds m c // n and a row's n i + n - 1)
+            sizes.append(total * (chunks.value.data + 1))
         for op in self.k.body.walk():
             if isinstance(op, (L.MapOp, L.ReduceOp)):
                 ext = op.extents()

@@ -142,3 +142,39 @@ def test_split_fused_column_sums_match_numpy(g):
     assert np.all(err <= TOLERANCES.rtol(np.float64, "reduction", g.shape[0]) * scale + 1e-300), \
         (err.max(), scale)
     assert_same_value(got[1], want[1])
+
+
+def test_chunk_bounds_of_many_rows_take_64_bit_indices():
+    """m c // n and n i + n - 1 reach m n: a kernel whose buffers fit int32
+    indices takes int64 ones where m (n + 1) does not (the chunk count set
+    high here on a small kernel; at most COLUMN_CHUNKS_MAX chunks are made,
+    so it takes some 16 M rows for real)."""
+    from xdsl.dialects.builtin import IntegerAttr, i64
+
+    from dialects import kernel as K
+    from passes.lower_to_loop import COLUMN_CHUNKS_MAX
+
+    level = gpu_level(colsum, [np.zeros((4096, 256), np.float32)])
+    (part,) = [k for k in level.walk() if isinstance(k, K.KernelOp)
+               and "ordered_chunks" in k.attributes]
+    assert part.attributes["ordered_chunks"].value.data <= COLUMN_CHUNKS_MAX
+    assert TK.KernelEmitter(part).index_bits == 32
+    part.attributes["ordered_chunks"] = IntegerAttr(1 << 20, i64)
+    assert TK.KernelEmitter(part).index_bits == 64
+
+
+def test_half_column_sums_keep_numpys_row_by_row_rounding():
+    """numpy rounds each row's add of a float16 column sum to float16 (4096
+    ones sum to 2048): such sums are not split (chunks from 0 would sum to
+    another value). (bfloat16 sums accumulate in float32, rounded once:
+    lowering/testing.py's ACCUMULATES_IN; split or not, 4096.)"""
+    from dialects.dtypes import BFLOAT16
+
+    x = np.ones((4096, 16), np.float16)
+    assert not any(name.endswith("_part") for name in kernels(colsum, [x]))
+    (got,) = _run(colsum, [x])
+    assert_same_value(np.asarray(got), colsum(x), rtol=0.0)
+    b = np.ones((4096, 16), BFLOAT16)
+    (got,) = _run(colsum, [b])
+    assert_same_value(np.asarray(got), b.astype(np.float32).sum(axis=0).astype(BFLOAT16),
+                      rtol=0.0)
