@@ -66,3 +66,16 @@ def test_sums_of_negative_zeros_are_positive_zero(fn, shape, dtype):
     (got,) = _run(fn, [z])
     assert_same_value(np.asarray(got), np.asarray(fn(z)), rtol=0.0)  # (a 0-d result: an array)
     assert not np.signbit(got).any()
+
+
+def test_a_sum_from_a_negative_zero_initial_keeps_numpys_sign():
+    """`np.sum(x, axis=1, initial=-0.0)`: -0.0 exactly where every term of
+    the row is -0.0 (numpy starts from `initial`)."""
+    x = np.array([[-0.0] * 64, [0.0] + [-0.0] * 63, [1.0, -1.0] + [-0.0] * 62], np.float32)
+
+    def f(x):
+        return np.sum(x, axis=1, initial=-0.0)
+
+    (got,) = _run(f, [x])
+    assert_same_value(np.asarray(got), f(x), rtol=0.0)
+    assert list(np.signbit(got)) == [True, False, False]

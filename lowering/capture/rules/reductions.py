@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from dialects.dtypes import BFLOAT16, kind as dtype_kind
+from dialects.prims import shape_of as shape_of_value
 from dialects.symbols import SymDim
 from ..registry import rule, ufunc_method
 from ..traced import TracedArray
@@ -208,6 +209,17 @@ def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoVal
     if init is not None:
         c = p.broadcast(p.constant(init, res_dt), out_shape)
         v = p.cast(p.ufunc(uf.__name__, [v, c], res_dt), res_dt)
+        if kind == "sum" and dtype_kind(res_dt) == "f" and init == 0 and np.signbit(init):
+            # numpy's sum starts from `initial`: from -0.0 it stays -0.0 where
+            # every term is -0.0 (any other terms give what v + initial does);
+            # the reduce above starts from +0.0
+            xf = p.cast(xv, res_dt)
+            bool_ = np.dtype(np.bool_)
+            zero = p.broadcast(p.constant(0.0, res_dt), shape_of_value(xf))
+            neg0 = p.ufunc("logical_and", [p.compare("eq", xf, zero),
+                                           p.ufunc("signbit", [xf], bool_)], bool_)
+            every = p.reduce(neg0, "all", axes)
+            v = p.select(every, c, v)
     return v
 
 
