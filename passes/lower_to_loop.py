@@ -1990,6 +1990,30 @@ class _OrderedEmitter(KernelEmitter):
         self.lw.kernel_ops.append((k.sym_name.data, self.fused))
         self.lw.out.add_op(k)
 
+    def _close_chunks(self, n: int, partial: SSAValue, out: SSAValue, kept, out_idx,
+                      combine, what: str) -> None:
+        """Close the kernel built so far as `k<i>_part` (`ordered_chunks` n:
+        chunk c's rows, in order, into row c of `partial`), then build
+        `k<i>_join`: a map over `kept` storing into `out` at `out_idx(point)`
+        the n partials combined in chunk order (`combine(total, p)`)."""
+        d = describe(self.root.owner)
+        name = self.k.sym_name.data
+        self.k.sym_name = StringAttr(f"{name}_part")
+        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64)})
+        self.buf = out
+        self._open(kept, 0)
+        self.k.sym_name = StringAttr(f"{name}_join")
+        at = tuple(dim(i) for i in range(len(kept)))
+        total = None
+        for c in range(n):
+            p = self._emit(L.LoadOp(partial, self.dims,
+                                    AffineMap(len(self.dims), 0, (const(c), *at))))
+            total = p if total is None else combine(total, p)
+        self.used_buffers.append(partial)
+        self._store(total, out_idx(at))
+        self.fused.append(f"{d} (the {n} chunks' {what})")
+        self._close({})
+
     def _combine(self, kind: str, acc: SSAValue, x: SSAValue) -> SSAValue:
         """acc + x or acc * x in the element type (bool: or / and)."""
         el = x.type
@@ -2078,29 +2102,15 @@ class ColumnEmitter(_OrderedEmitter):
             return
         # each chunk's rows in order into its row of the partials, then the
         # join: out = partial[0] + ... + partial[n - 1], in chunk order
-        name = self.k.sym_name.data
-        self.k.sym_name = StringAttr(f"{name}_part")
-        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64)})
-        self.buf = out
-        kept = shape[r:]
-        self._open(kept, 0)
-        self.k.sym_name = StringAttr(f"{name}_join")
-        at_kept = tuple(dim(i) for i in range(len(kept)))
-        total = None
-        for c in range(n):
-            p = self._emit(L.LoadOp(partial.memref, self.dims,
-                                    AffineMap(len(self.dims), 0, (const(c), *at_kept))))
-            if total is None:
-                total = p
-            elif kind == "sum":
-                total = self._combine(kind, total, p)
-            else:
-                total = self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum",
-                                             [total, p], el))
-        self.used_buffers.append(partial.memref)
-        self._store(total, at_kept)
-        self.fused.append(f"{d} (the {n} chunks' partial results)")
-        self._close({})
+        if kind == "sum":
+            def combine(t, p):
+                return self._combine(kind, t, p)
+        else:
+            def combine(t, p):
+                return self._emit(L.UfuncOp("maximum" if kind == "max" else "minimum", [t, p],
+                                            el))
+        self._close_chunks(n, partial.memref, out, shape[r:], lambda at: at, combine,
+                           "partial results")
 
     def _arg(self, kind: str, val: SSAValue, out_idx: Index, first, row) -> None:
         """argmax/argmin down the rows: the extreme so far in a buffer of its
@@ -2261,21 +2271,10 @@ class SharedRowsEmitter(_OrderedEmitter):
         if n == 1:
             self._close({"accumulate": UnitAttr()})
             return
-        name = self.k.sym_name.data
-        self.k.sym_name = StringAttr(f"{name}_part")
-        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64)})
         # the join: out[j] = partial[0, j] + ... + partial[n - 1, j]
-        self.buf = out
-        self._open((k,), 0)
-        self.k.sym_name = StringAttr(f"{name}_join")
-        total = None
-        for c in range(n):
-            p = self._emit(L.LoadOp(partial.memref, self.dims, AffineMap(1, 0, (const(c), dim(0)))))
-            total = p if total is None else self._emit(arith.AddfOp(total, p))
-        self.used_buffers.append(partial.memref)
-        self._store(total, (dim(0), const(0)) if axis == 0 else (const(0), dim(0)))
-        self.fused.append(f"{d} (the {n} chunks' partial sums)")
-        self._close({})
+        self._close_chunks(n, partial.memref, out, (k,),
+                           lambda at: (*at, const(0)) if axis == 0 else (const(0), *at),
+                           lambda t, p: self._emit(arith.AddfOp(t, p)), "partial sums")
 
 
 class ScanEmitter(_OrderedEmitter):
