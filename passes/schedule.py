@@ -36,15 +36,15 @@ The cost model, all of it:
   reads each line it writes (1.5x the memory traffic of a copy); an output
   whose size is a size symbol's is marked too, with the threshold
   (`stream_bytes`): the emitter checks it against each launch's array;
-* consecutive point-wise kernels over the same domain (parallel dims and
-  map) become one launch;
 * a kernel of several reductions on a target of 16 vector registers (AVX2,
   SSE: vector bits under 512) keeps at most ACCUMULATORS_16_REGISTERS vector
   accumulators in one pass over them (discardable attribute
   `accumulators`; the emitter's default, 16, is for AVX-512's 32): the
   sixteen dot products of a narrow matmul into 16 columns in one pass
   spilled on a Zen 3 (float64 256x512x16 after a ReLU: 427 us against
-  BLAS's 159)
+  BLAS's 159);
+* consecutive point-wise kernels over the same domain (parallel dims and
+  map) become one launch
   (`merge_pointwise`; discardable attribute `merged`, the kernels' names):
   each kernel's pass over memory costs more than its arithmetic, and values
   a later kernel reloads are forwarded instead;
