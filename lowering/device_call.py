@@ -111,18 +111,21 @@ def overlapping(dev, leaves) -> list[tuple[int, int]]:
 
 def fast(cf, args):
     """The last device entry a call of positional device arrays took, where
-    this call's arrays have the same kinds, shapes, dtypes and strides (no
-    flattening, no key); MISS otherwise."""
+    this call's arrays have the same kinds, shapes, dtypes, strides and
+    devices (no flattening, no key); MISS otherwise."""
     sig, run, dev, writes = cf._device_last
     if len(args) != len(sig):
         return MISS
-    for a, s in zip(args, sig):
-        if type(a) is not s[0] or _signature(a) != s:
+    for a, (t, f, s) in zip(args, sig):
+        if type(a) is not t or f(a) != s:
             return MISS
     if writes and len(args) > 1 and overlapping(dev, args):  # (read-only: may alias)
         return MISS
+    hot = getattr(run, "hot", None)  # (a graphed entry's replay, armed: device_graph.py)
     try:
-        r = run(list(args), (args, {}))
+        r = hot(args) if hot is not None else MISS
+        if r is MISS:
+            r = run(list(args), (args, {}))
     except IndexError:  # a gather's index out of range: the general path raises numpy's
         return MISS
     if r is not MISS:
@@ -130,22 +133,25 @@ def fast(cf, args):
     return r
 
 
-def _signature(x) -> tuple:
-    """What `fast` compares: kind, shape, dtype, strides and device."""
+def signature(x) -> tuple:
+    """What `fast` compares per argument: its type, the function that reads
+    the rest of its signature (shape, dtype, strides, device), and that."""
     f = _SIGNATURES.get(type(x))
     if f is None:
         torch = type(x).__module__.startswith("torch")
         f = _SIGNATURES[type(x)] = _tensor_signature if torch else _any_signature
-    return f(x)
+    return type(x), f, f(x)
 
 
 def _any_signature(x) -> tuple:
     # (the device: a torch CPU tensor has the type of a CUDA one, and GPUs differ)
-    return (type(x), tuple(x.shape), x.dtype, _strides(x), str(getattr(x, "device", "")))
+    return (tuple(x.shape), x.dtype, _strides(x), str(getattr(x, "device", "")))
 
 
-def _tensor_signature(x) -> tuple:  # (a torch tensor's: the same, fewer calls)
-    return (type(x), tuple(x.shape), x.dtype, x.stride(), str(x.device))
+def _tensor_signature(x) -> tuple:
+    # a torch tensor's: the same, read in fewer, cheaper calls (a torch.Size
+    # and a torch.device compare by value)
+    return (x.shape, x.dtype, x.stride(), x.device)
 
 
 _SIGNATURES: dict[type, Callable] = {}
@@ -173,7 +179,7 @@ def call(cf, args, kwargs, leaves, treedef, dev, where):
             cf.stats["cache_hits"] += 1
             if not kwargs and len(where) == len(leaves) == len(args):
                 # positional device arrays only: the next call may take `fast`
-                cf._device_last = (tuple(_signature(x) for x in args), run, dev,
+                cf._device_last = (tuple(signature(x) for x in args), run, dev,
                                    getattr(run, "writes", True))
             return r
     # this call, once: on host copies (compiles on a miss)

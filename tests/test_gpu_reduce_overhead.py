@@ -62,6 +62,47 @@ def test_replay_matches_numpy_across_calls_and_captures_once():
     assert f.stats["compiles"] == 1
 
 
+def test_a_plain_replay_takes_the_armed_path_and_hands_over_to_the_general_one(monkeypatch):
+    """`GraphedEntry.hot`: a call that is only a replay runs straight-line
+    checks and the replay; a held result, a moved buffer or a result tuple
+    are still answered right (the general path where hot says MISS)."""
+    def two(x):
+        return x * 2 + 1, x - 3
+    f = graphed(two)
+    rng = np.random.default_rng(5)
+    buf = Box(rng.standard_normal(16).astype(np.float32))
+    f(buf)
+    f(buf)
+    (r,) = runners(f)
+    assert r.hot is not None
+    general = []
+    plain_call = GraphedEntry.__call__
+    monkeypatch.setattr(GraphedEntry, "__call__",
+                        lambda self, *a: general.append(1) or plain_call(self, *a))
+    replays = r.replays
+    for _ in range(4):  # results dropped: the armed path every time
+        buf.a[:] = rng.standard_normal(16)
+        out = f(buf)
+        assert type(out) is tuple and len(out) == 2
+        np.testing.assert_array_equal(out[0].a, buf.a * 2 + 1)
+        np.testing.assert_array_equal(out[1].a, buf.a - 3)
+        del out
+    assert not general and r.replays == replays + 4 and r.captures == 1
+    held = []
+    for _ in range(4):  # results held: later calls may not overwrite them
+        buf.a[:] = rng.standard_normal(16)
+        a, b = f(buf)
+        held.append((a, b, buf.a.copy()))
+    for a, b, x in held:
+        np.testing.assert_array_equal(a.a, x * 2 + 1)
+        np.testing.assert_array_equal(b.a, x - 3)
+    assert len(general) == 3 and r.captures == RING + 1
+    other = Box(rng.standard_normal(16).astype(np.float32))  # a moved input: copied in
+    np.testing.assert_array_equal(f(other)[0].a, other.a * 2 + 1)
+    assert r.copied == {0} and r.hot is None
+    np.testing.assert_array_equal(f(other)[1].a, other.a - 3)
+
+
 def test_earlier_results_are_not_overwritten_by_later_calls():
     f = graphed(softmax)
     rng = np.random.default_rng(1)
