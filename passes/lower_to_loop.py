@@ -720,6 +720,7 @@ class Lowering:
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
+        private_destinations(self.block)
         self.columns: dict[A.DotOp, SSAValue] = {}
         self._extern_views: dict[Operation, list | None] = {}
         self._write_modes: dict[Operation, str | None] = {}
@@ -1412,28 +1413,73 @@ def overwritten(block: Block, uses: Counter) -> set[SSAValue]:
         if not in_place(op, uses) or (isinstance(op.dest.owner, A.InsertSliceOp)
                                       and in_place(op.dest.owner, uses)):
             continue
-        shape = op.dest.type.get_shape()
-        if symbols_of(shape):  # (coverage by sizes a call gives: not known here)
-            continue
-        n = 1
-        for d in shape:
-            n *= d
-        if n > OVERWRITE_CHECK_LIMIT or not isinstance(op.dest.owner, Operation) or len(
-                op.dest.owner.results) != 1:  # (one of a routine's results is made with the rest)
-            continue
-        covered = np.zeros(shape, bool)
-        ins = op
-        while True:  # along the chain: each assignment's result feeds only the next
-            window = [a + c * np.arange(m) for a, c, m in
-                      zip(A.ints(ins.start), A.ints(ins.step), ins.source.type.get_shape())]
-            covered[np.ix_(*window)] = True
-            nxt = [u.operation for u in ins.result.uses]
-            if len(nxt) != 1 or not in_place(nxt[0], uses) or nxt[0].dest is not ins.result:
-                break
-            ins = nxt[0]
-        if covered.all():
+        if _chain_covers(op, uses):
             out.add(op.dest)
     return out
+
+
+def _chain_covers(op: A.InsertSliceOp, uses: Counter) -> bool:
+    """Whether the chain of slice assignments from `op` on (each one's
+    result feeding only the next, done in place) writes every element of
+    op's destination (of static shape, one result of its op)."""
+    shape = op.dest.type.get_shape()
+    if symbols_of(shape):  # (coverage by sizes a call gives: not known here)
+        return False
+    n = 1
+    for d in shape:
+        n *= d
+    if n > OVERWRITE_CHECK_LIMIT or not isinstance(op.dest.owner, Operation) or len(
+            op.dest.owner.results) != 1:  # (one of a routine's results is made with the rest)
+        return False
+    covered = np.zeros(shape, bool)
+    ins = op
+    while True:  # along the chain: each assignment's result feeds only the next
+        window = [a + c * np.arange(m) for a, c, m in
+                  zip(A.ints(ins.start), A.ints(ins.step), ins.source.type.get_shape())]
+        covered[np.ix_(*window)] = True
+        nxt = [u.operation for u in ins.result.uses]
+        if len(nxt) != 1 or not in_place(nxt[0], uses) or nxt[0].dest is not ins.result:
+            break
+        ins = nxt[0]
+    return bool(covered.all())
+
+
+def private_destinations(block: Block) -> int:
+    """A destination made of a constant (`np.empty`, `np.zeros`, `np.full`:
+    an `array.constant`, broadcast or not) that a chain of slice assignments
+    overwrites entirely, but that other ops read too — after CSE, the one
+    `np.empty(n)` of every iteration of a loop the trace unrolled — gets a
+    copy of its constant of its own: the chain is then done in place and the
+    copy never computed (`overwritten`), where it would otherwise copy the
+    shared value before every chain (`cur = np.empty(n); cur[0] = i;
+    cur[1:] = ...` per row: one whole pass per row for nothing). The copy
+    computes the same value, so nothing else changes. Returns how many."""
+    uses = Counter(v for op in block.ops for v in op.operands)
+    made = 0
+    for op in list(block.ops):
+        if not isinstance(op, A.InsertSliceOp) or uses[op.dest] < 2:
+            continue
+        d = op.dest.owner
+        const = d.input.owner if isinstance(d, A.BroadcastOp) else d
+        if not isinstance(const, A.ConstantOp) or _half(op.dest) or _half(op.source) \
+                or op.source.type.element_type != op.dest.type.element_type:
+            continue
+        solo = Counter(uses)
+        solo[op.dest] = 1  # (as if the chain's destination were its own)
+        if not _chain_covers(op, solo):
+            continue
+        copy = const.clone()
+        block.insert_op_before(copy, op)
+        if d is not const:
+            bcast = d.clone()
+            bcast.operands = (copy.result,)
+            block.insert_op_before(bcast, op)
+            copy = bcast
+        uses[op.dest] -= 1
+        op.operands = (op.source, copy.result)
+        uses[copy.result] = 1
+        made += 1
+    return made
 
 
 def extern_view(v: SSAValue) -> tuple[SSAValue, list[Operation]]:
