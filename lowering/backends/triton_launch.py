@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import linecache
 import os
+import threading
 import types
 from collections.abc import Sequence
 
@@ -125,10 +126,47 @@ def _import_triton(interpret: bool) -> None:
     _seed_triton_key()
 
 
+_WARM: list[threading.Thread] = []
+
+
+def warm_up() -> None:
+    """Start, once per process and in a thread of its own, what the first
+    compile of a GPU program waits for besides the program itself: Triton's
+    import, its cache key (`_seed_triton_key`: 0.35 s of hashing where the
+    disk cache has no key yet) and its CUDA driver's utilities (a C module
+    Triton builds with the system compiler the first time on a machine,
+    0.25 s) — so that they run while the call is traced and lowered
+    (`device_call.call`: the first call on a device's arrays) instead of
+    after. The thread imports with TRITON_INTERPRET unset, so it is started
+    only for a device that runs compiled kernels (never under
+    LOWERING_GPU=interpret, whose loads set that variable); a failure leaves
+    the compile to do the same work and report it."""
+    if _WARM:
+        return
+
+    def work():
+        try:
+            _import_triton(False)
+            from triton.runtime import driver
+
+            driver.active.get_current_device()
+        except Exception:  # (the compile meets it again, and says so)
+            pass
+    t = threading.Thread(target=work, name="lowering-triton-warm-up", daemon=True)
+    _WARM.append(t)
+    t.start()
+
+
 _SEEDED: list[bool] = []
+_SEED_LOCK = threading.Lock()  # (a compile waits for warm_up's seeding rather than hash too)
 
 
 def _seed_triton_key() -> None:
+    with _SEED_LOCK:
+        _seed_triton_key_once()
+
+
+def _seed_triton_key_once() -> None:
     """Triton keys every compile by `triton.runtime.cache.triton_key()`: a
     hash of its compiler's and language's source files and of its 100+ MB
     library, read and hashed once per process (0.4-0.8 s of the first

@@ -64,3 +64,34 @@ def test_without_the_disk_cache_triton_hashes_as_usual(fresh, monkeypatch):
     before = tc.triton_key
     TL._seed_triton_key()
     assert tc.triton_key is before and not fresh
+
+
+def test_warm_up_seeds_the_key_in_a_thread_and_a_compile_waits_for_it(fresh, monkeypatch):
+    """`warm_up` (the first call on a device's arrays) seeds the key while
+    the call is traced; a compile seeding meanwhile waits for that thread
+    instead of hashing again. (No GPU here: the driver part fails quietly.)"""
+    monkeypatch.setattr(TL, "_WARM", [])
+    TL.warm_up()
+    TL.warm_up()  # (once per process)
+    (thread,) = TL._WARM
+    TL._seed_triton_key()  # (waits on the seeding lock where the thread holds it)
+    thread.join(60)
+    assert not thread.is_alive()
+    assert TL._SEEDED and len(fresh) == 1  # hashed once, by one of the two
+    assert disk_cache.current().writes == 1
+
+
+def test_no_warm_up_for_kernels_in_the_interpreter(monkeypatch):
+    """Under the interpreter the warm-up thread would import Triton while a
+    kernel load sets TRITON_INTERPRET: the first device call never starts it."""
+    import numpy as np
+
+    import lowering
+    from tests.stand_in_device import Box, install
+
+    monkeypatch.setenv("LOWERING_GPU", "interpret")
+    install(monkeypatch)
+    monkeypatch.setattr(TL, "_WARM", [])
+    f = lowering.compile(lambda x: x * 2 + 1, backend="gpu")
+    np.testing.assert_array_equal(f(Box(np.ones(4, np.float32))).a, np.full(4, 3, np.float32))
+    assert TL._WARM == []
