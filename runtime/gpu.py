@@ -158,6 +158,9 @@ class TorchDevice(Device):
         self.torch = torch
         self.dev = torch.device("cuda")
         self._dtypes: dict = {}  # numpy dtype -> torch dtype
+        # (torch's own methods: one Python call less each on a replay's path)
+        self.data_ptr = torch.Tensor.data_ptr
+        self.share = torch.Tensor.detach
         try:  # (what Triton's launcher reads too: cheaper than a Stream object)
             from torch._C import _cuda_getCurrentRawStream as raw
             from torch._C import _cuda_getDevice as current  # (torch.cuda.current_device: 1 us)
