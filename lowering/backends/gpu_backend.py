@@ -52,6 +52,7 @@ from runtime.errors import as_numpy
 
 from ..codegen.triton_kernel import TritonKernel, emit_kernel, no_rule, root
 from . import interpreter
+from .cuda_launch import early_runner
 from .numpy_ops import dtype_of
 
 
@@ -336,11 +337,27 @@ class GpuProgram:
         if run is not None:
             run(*values, *st.constexpr_values)
             return
-        names = tuple(tk.constexprs)
-        ck = fn[(st.grid,)](*values, **dict(zip(names, st.constexpr_values)),
-                            num_warps=st.num_warps, **tk.options)
-        if hasattr(ck, "function") and hasattr(ck, "run"):
-            st.runners[key] = launcher(ck, st.grid, dev)
+        kw = dict(zip(tk.constexprs, st.constexpr_values))
+        ck = fn.warmup(*values, grid=(st.grid,), **kw, num_warps=st.num_warps, **tk.options)
+        if not _compiled_kernel(ck):  # (another Triton: its JIT launches)
+            fn[(st.grid,)](*values, **kw, num_warps=st.num_warps, **tk.options)
+            return
+        self._runner(st, key, ck, dev)(*values, *st.constexpr_values)
+
+    @staticmethod
+    def _runner(st: Launch, key: tuple, ck, dev: gpu.Device):
+        """The runner of a launch's compiled kernel for one specialization,
+        kept in `st.runners`: Triton's launcher (`launcher`), or, while
+        Triton builds that launcher for a new signature, the driver's
+        launch (`cuda_launch.early_runner`), which hands over to it."""
+        def later():
+            run = st.runners[key] = launcher(ck, st.grid, dev)
+            return run
+        run = early_runner(ck, st.grid, dev.current_stream, later) if _plain_runner() else None
+        if run is None:
+            return later()
+        st.runners[key] = run
+        return run
 
     # ---- graphs (mode="reduce-overhead") ----
     def graph_why(self) -> str:
@@ -417,10 +434,10 @@ class GpuProgram:
             names = tuple(tk.constexprs)
             ck = fn.warmup(*values, grid=(st.grid,), **dict(zip(names, st.constexpr_values)),
                            num_warps=st.num_warps, **tk.options)
-            if not (hasattr(ck, "function") and hasattr(ck, "run")):
+            if not _compiled_kernel(ck):
                 # (the JIT's own launch would take torch's stream, not the capture's)
                 raise gpu.NotCapturable(f"no launcher of its own for kernel {tk.name}")
-            st.runners[key] = run = launcher(ck, st.grid, dev)
+            run = self._runner(st, key, ck, dev)
         consts = st.constexpr_values
 
         def launch(stream):
@@ -584,14 +601,7 @@ def launcher(ck, grid: int, dev: gpu.Device):
     where launch hooks are set (a profiler) or Triton's runner calls its
     launcher otherwise than this code knows, that runner is used."""
     runner = ck[(grid, 1, 1)]
-    try:
-        from triton import knobs
-
-        hooks = any(_hooked(h) for h in (knobs.runtime.launch_enter_hook,
-                                         knobs.runtime.launch_exit_hook))
-    except Exception:  # (another Triton: its own runner)
-        return runner
-    if hooks or not _known_runner():
+    if not _plain_runner():
         return runner
     c_launch, function, meta, stream_of = ck.run, ck.function, ck.packed_metadata, \
         dev.current_stream
@@ -600,6 +610,27 @@ def launcher(ck, grid: int, dev: gpu.Device):
         c_launch(grid, 1, 1, stream_of() if stream is None else stream, function, meta,
                  None, None, None, *args)
     return run
+
+
+def _compiled_kernel(ck) -> bool:
+    """Whether the JIT's compile gave a CompiledKernel with a launcher and a
+    function handle (asked of its class: the instance's `run` builds the
+    launcher)."""
+    return hasattr(type(ck), "run") and hasattr(ck, "function")
+
+
+def _plain_runner() -> bool:
+    """Whether a launch may skip Triton's `CompiledKernel[grid]` runner: no
+    launch hooks set (a profiler's) and a runner that calls its launcher as
+    `launcher` does."""
+    try:
+        from triton import knobs
+
+        hooks = any(_hooked(h) for h in (knobs.runtime.launch_enter_hook,
+                                         knobs.runtime.launch_exit_hook))
+    except Exception:  # (another Triton: its own runner)
+        return False
+    return not hooks and _known_runner()
 
 
 @lru_cache(maxsize=None)

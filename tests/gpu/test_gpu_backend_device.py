@@ -198,3 +198,46 @@ def test_max_autotune_winners_come_from_disk_in_a_second_process(tmp_path):
         assert r.returncode == 0, r.stderr[-2000:]
     assert "max-autotune (ms):" in runs[0].stdout
     assert "read from the on-disk cache" in runs[1].stdout
+
+
+def test_first_launches_go_through_the_driver_until_tritons_launcher_is_built(
+        monkeypatch, tmp_path):
+    """A new kernel signature on an empty Triton cache: the first call
+    launches through the driver (`cuda_launch.early_runner`) while Triton
+    builds its launcher in a thread; once built, launches go through it.
+    Results match numpy both ways (strided inputs: stride arguments; a
+    float constant)."""
+    import torch
+
+    from lowering.backends import cuda_launch, gpu_backend
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # (a launcher to build)
+    made, launches = [], []
+    real = gpu_backend.early_runner
+
+    def spy(*args):
+        run = real(*args)
+        if run is not None:
+            made.append(run)
+        return run
+    monkeypatch.setattr(gpu_backend, "early_runner", spy)
+
+    def f(x, y):
+        return np.tanh(x[:, ::3]) * 2.71828 + y.T
+
+    rng = np.random.default_rng(31)
+    x, y = rng.standard_normal((37, 159)).astype(np.float32), \
+        rng.standard_normal((53, 37)).astype(np.float32)
+    g = lowering.compile(f, backend="gpu")
+    tx, ty = torch.from_numpy(x).cuda(), torch.from_numpy(y).cuda()
+    cu = cuda_launch._cuda()
+    driver_launch = cu.launch
+    monkeypatch.setattr(cu, "launch", lambda *a: (launches.append(1), driver_launch(*a))[1])
+    close(g(tx, ty).cpu().numpy(), f(x, y), rtol=1e-5, atol=1e-5)  # (compiles)
+    assert made and launches, "no early launch"
+    for run in made:
+        run.builder.join(120)
+    before = len(launches)
+    for _ in range(2):
+        close(g(tx, ty).cpu().numpy(), f(x, y), rtol=1e-5, atol=1e-5)
+    assert len(launches) == before  # (Triton's launcher took over)
