@@ -438,6 +438,8 @@ class GpuProgram:
                 # (the JIT's own launch would take torch's stream, not the capture's)
                 raise gpu.NotCapturable(f"no launcher of its own for kernel {tk.name}")
             run = self._runner(st, key, ck, dev)
+        # (an early runner's driver launch: no hand-over inside a capture)
+        run = getattr(run, "driver", run)
         consts = st.constexpr_values
 
         def launch(stream):

@@ -131,3 +131,6 @@ def test_early_launches_hand_over_to_tritons_launcher(monkeypatch):
     run(_Buf(64), 1, 1.0, 256, stream=3)
     assert len(fake.launches) == 2
     assert [(args[1:], stream) for args, stream in fast_calls] == [((1, 1.0, 256), 3)]
+    # what a graph records keeps the driver's launch (no hand-over inside a capture)
+    run.driver(_Buf(128), 2, 0.5, 256, stream=4)
+    assert fake.launches[-1] == (0xABC, (6, 1, 1), (256, 1, 1), 512, 4, (128, 2, 0.5, 0, 0))
