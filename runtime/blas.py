@@ -169,6 +169,34 @@ def _batch(a: Strided, b: Strided, c: Strided) -> tuple[int, int, int, int] | No
     return n, sa, sb, sc
 
 
+def _fold_rows(a: Strided, b: Strided, c: Strided) -> tuple[Strided, Strided, Strided] | None:
+    """Products of one row each (m = 1) whose batch dims do not merge, with a
+    batch dim along which B is shared (stride 0): that dim made the rows of
+    the product (a's and c's strides along it their row strides), so that
+    each remaining batch is one gemm of many rows instead of a gemv per
+    batch. `x[:, :, None, :] @ C` of x (p, q, k) and C (q, k, n): q gemms of
+    p rows, not p * q gemvs (numpy's matmul loops over the p * q). The
+    longest such dim; None where there is none."""
+    (sha, sta, oa), (shb, stb, ob), (shc, stc, oc) = a, b, c
+    nb = len(shc) - 2
+    dims = [d for d in range(nb) if stb[d] == 0 and shc[d] > 1]
+    if not dims:
+        return None
+    d = max(dims, key=lambda i: shc[i])
+
+    def moved(shape, strides, rows, row_stride):
+        keep = [i for i in range(nb) if i != d]
+        return ((*[shape[i] for i in keep], rows, shape[-1]),
+                (*[strides[i] for i in keep], row_stride, strides[-1]))
+    a2 = (*moved(sha, sta, shc[d], sta[d]), oa)
+    b2 = (tuple(x for i, x in enumerate(shb) if i != d),
+          tuple(x for i, x in enumerate(stb) if i != d), ob)
+    c2 = (*moved(shc, stc, shc[d], stc[d]), oc)
+    if _batch(a2, b2, c2) is None:
+        return None
+    return a2, b2, c2
+
+
 def call(kind: str, a: Strided, b: Strided, c: Strided) -> tuple[str, tuple[int, ...], tuple[int, int, int]] | None:
     """How BLAS computes c = a @ b for these strided operands (`kind` "s" or
     "d"; c C-contiguous): (routine, the launch's integer words: batch count,
@@ -184,7 +212,8 @@ def call(kind: str, a: Strided, b: Strided, c: Strided) -> tuple[str, tuple[int,
         return None  # (an empty batch too: nothing to call BLAS for)
     batch = _batch(a, b, c)
     if batch is None:
-        return None
+        folded = _fold_rows(a, b, c) if m == 1 else None
+        return None if folded is None else call(kind, *folded)
     count, ba, bb, bc = batch
     ars, acs = sta[-2:]
     brs, bcs = stb[-2:]

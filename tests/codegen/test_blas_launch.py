@@ -174,6 +174,45 @@ def test_the_plan_of_a_shared_rhs_batch_is_one_product():
     assert cpu_blas._reshaped((4, 6), (6, 1), (2, 12)) == (12, 1)
 
 
+def test_rows_of_batches_sharing_b_along_one_dim_are_one_gemm_per_batch():
+    """`x[:, :, None, :] @ C` (x (60, 60, 128), C (60, 128, 128)): B is
+    shared along the first batch dim only, so the batch dims do not merge;
+    that dim becomes the gemm's rows (a's and c's strides along it the
+    leading dims): 60 gemms of 60 rows, not numpy's 3600 products."""
+    a = ((60, 60, 1, 128), (60 * 128, 128, 128, 1), 0)
+    b = ((60, 60, 128, 128), (0, 128 * 128, 128, 1), 0)
+    c = ((60, 60, 1, 128), (60 * 128, 128, 128, 1), 0)
+    routine, words, order = blas.call("d", a, b, c)
+    assert routine == "dgemm" and order == (0, 1, 2)
+    assert words[:4] == (60, 128, 128 * 128, 128)  # batches: a, b, c strides
+    assert words[10:16] == (60, 128, 128, 60 * 128, 128, 60 * 128)  # m, n, k, lda, ldb, ldc
+    # shared along no dim: nothing to fold
+    b2 = ((60, 60, 128, 128), (60 * 128 * 128, 128 * 128, 128, 1), 0)
+    assert blas.call("d", a, b2, c)[0] == "dgemv"
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32])
+@pytest.mark.parametrize("shape", [(6, 5, 7, 3), (1, 5, 7, 3), (6, 1, 7, 3), (4, 3, 1, 9)])
+def test_shared_b_batches_folded_into_rows_match_numpy_bitwise(dt, shape):
+    """The folded products (`blas._fold_rows`) against numpy's matmul, with
+    integer values (every order of the sums exact), NaN and infinities
+    placed in rows; also B shared along the middle batch dim."""
+    p, q, k, n = shape
+    rng = np.random.default_rng(p * 100 + q)
+    x = rng.integers(-8, 8, (p, q, k)).astype(dt)
+    C = rng.integers(-8, 8, (q, k, n)).astype(dt)
+    x[0, 0, 0] = np.nan
+    x[-1, -1, -1] = np.inf
+    f = lowering.compile(lambda x, C: (x[:, :, None, :] @ C)[:, :, 0, :], backend="cpu")
+    want = (x[:, :, None, :] @ C)[:, :, 0, :]
+    got = f(x, C)
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
+    C2 = rng.integers(-8, 8, (p, 1, k, n)).astype(dt)  # shared along the second dim
+    g = lowering.compile(lambda x, C: x[:, :, None, :] @ C, backend="cpu")
+    np.testing.assert_array_equal(g(x, C2), x[:, :, None, :] @ C2)
+
+
 @pytest.mark.parametrize("shapes", [((3, 64, 64), (64, 64)), ((3, 4, 3), (3, 1)),
                                     ((3, 1, 4), (4, 5)), ((3, 4, 5), (3, 5, 6))])
 def test_an_empty_batch_calls_no_blas(shapes):
