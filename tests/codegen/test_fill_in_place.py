@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import lowering
+from bench.programs.dynprog import edit_distance  # (a new `np.empty` per row, written entirely)
 from lowering.testing import assert_matches_numpy
 
 
@@ -37,19 +38,6 @@ def test_rows_filled_in_place_one_kernel_each_and_no_fill():
     assert_matches_numpy(row_fill, x, calls=2)
 
 
-def rows_of_a_table(a, b):
-    """Levenshtein rows: a new `np.empty` per row, written entirely."""
-    n = b.shape[0]
-    j = np.arange(n + 1)
-    prev = j.copy()
-    for i in range(1, a.shape[0] + 1):
-        cur = np.empty(n + 1, dtype=np.int64)
-        cur[0] = i
-        cur[1:] = np.minimum(prev[:-1] + (a[i - 1] != b), prev[1:] + 1)
-        prev = np.minimum.accumulate(cur - j) + j
-    return prev
-
-
 def rows_partly_written(a, b):
     """The same, but each row's first element keeps np.zeros' zero."""
     n = b.shape[0]
@@ -67,11 +55,11 @@ def test_an_array_made_in_every_iteration_and_covered_is_never_filled():
     (`private_destinations`), and a row that keeps part of its fill keeps it."""
     rng = np.random.default_rng(3)
     a, b = rng.integers(0, 4, 6), rng.integers(0, 4, 17)
-    rep = explained(rows_of_a_table, a, b)
+    rep = explained(edit_distance, a, b)
     assert not externs(rep), rep.kernels
     # per row: cur[0], cur[1:], the scan; no copy of a shared np.empty
     assert rep.kernel_count == 3 * 6 + 1, rep.kernels
-    assert_matches_numpy(rows_of_a_table, a, b, calls=2)
+    assert_matches_numpy(edit_distance, a, b, calls=2)
     assert_matches_numpy(rows_partly_written, a, b, calls=2)
 
 
