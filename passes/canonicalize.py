@@ -205,15 +205,27 @@ class SliceAcrossWindow(RewritePattern):
         rewriter.replace(op, [*new_ops, cat], [cat.result])
 
 
+def _same_value(a: SSAValue, b: SSAValue) -> bool:
+    """a and b hold the same array: one value, or two reshapes of one value
+    to one type."""
+    if a is b:
+        return True
+    ra, rb = a.owner, b.owner
+    return (isinstance(ra, A.ReshapeOp) and isinstance(rb, A.ReshapeOp)
+            and ra.input is rb.input and a.type == b.type)
+
+
 class InsertSliceTwice(RewritePattern):
     """Writing a window again with what it already holds changes nothing:
     `x[w] -= y` stores its result through the view and again by the
-    assignment (the same source, the same window, twice)."""
+    assignment (the same source, the same window, twice; the source may be
+    reshaped to the window's shape once for each write: `A[1:, k] /= d`
+    reshapes the quotient for the view and again for the assignment)."""
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: A.InsertSliceOp, rewriter: PatternRewriter) -> None:
         inner = op.dest.owner
-        if (isinstance(inner, A.InsertSliceOp) and inner.source is op.source
+        if (isinstance(inner, A.InsertSliceOp) and _same_value(inner.source, op.source)
                 and inner.start == op.start and inner.step == op.step):
             rewriter.replace(op, [], [inner.result])
 
