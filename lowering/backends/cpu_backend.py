@@ -337,6 +337,10 @@ class ProgramPlan:
     n_inputs: int
     steps: tuple[AllocStep | KernelPlan | ExternPlan | BlasPlan, ...]
     outputs: tuple[int, ...]
+    # the slots a kernel stores into or a routine other than an array
+    # constant's writes: a constant in one of them is made on every call
+    # (`hoist_constants`)
+    written: frozenset[int] = frozenset()
 
 
 def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.KernelOp], dict[str, tuple]]:
@@ -350,6 +354,7 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
     keys: dict[str, tuple] = {}
     bodies: dict[tuple, int] = {}
     outputs: tuple[int, ...] = ()
+    written: set[int] = set()
     n_slots = len(args)  # (a cast names a slot that exists: slots has more names than slots)
     for op in f.body.blocks[0].ops:
         if isinstance(op, memref.AllocOp):
@@ -364,11 +369,14 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
             kernels[name] = op
             keys[name] = body_key(op)
             steps.append(kernel_plan(op, slots, bodies.setdefault(keys[name], len(bodies))))
+            written.update(slots[s.buffer] for s in op.body.walk() if isinstance(s, L.StoreOp))
         elif isinstance(op, L.ExternOp):
             steps.append(extern_plan(op, slots))
+            if op.fn.data != "numpy:array.constant":
+                written.update(slots[b] for b in op.buffers[op.num_inputs.value.data:])
         elif isinstance(op, func.ReturnOp):
             outputs = tuple(slots[v] for v in op.arguments)
-    return ProgramPlan(len(args), tuple(steps), outputs), kernels, keys
+    return ProgramPlan(len(args), tuple(steps), outputs, frozenset(written)), kernels, keys
 
 
 def kernel_plan(k: K.KernelOp, slots, body: int) -> KernelPlan:
@@ -463,7 +471,7 @@ class CpuProgram:
             else:
                 steps.append(st)
         self.outputs = plan.outputs
-        steps = hoist_constants(steps, constants, self.outputs)
+        steps = hoist_constants(steps, constants, self.outputs, plan.written)
         self.n_slots = plan.n_inputs + sum(isinstance(st, AllocStep) for st in plan.steps)
         with stage("memory-plan"):  # buffers dropped after their last use, then reused
             self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs)
@@ -539,14 +547,17 @@ class CpuProgram:
 
 
 def hoist_constants(steps: list[Step], constants: dict[int, np.ndarray],
-                    outputs: tuple[int, ...]) -> list[Step]:
+                    outputs: tuple[int, ...], written: frozenset[int] = frozenset()
+                    ) -> list[Step]:
     """An array constant (`np.arange(n)` captured as data) that is not an
     output is made once, read-only, as its buffer's static allocation, instead
-    of by an extern on every call. (An output stays a fresh array per call.)"""
+    of by an extern on every call. (An output stays a fresh array per call,
+    and so does a constant the program writes into, `written`: a slice
+    assignment into an array literal, done in its buffer.)"""
     out, drop = list(steps), set()
     for k, arr in constants.items():
         slot = steps[k].args[-1]
-        if slot in outputs:
+        if slot in outputs or slot in written:
             continue
         a = next(i for i, st in enumerate(steps) if isinstance(st, AllocStep) and st.slot == slot)
         out[a] = replace(steps[a], static=arr)

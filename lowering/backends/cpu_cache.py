@@ -46,7 +46,7 @@ from runtime import cpu, disk_cache
 from ..codegen import numpy_fpe
 from . import cpu_backend as B
 
-FORMAT = 1  # of the entry's metadata
+FORMAT = 2  # of the entry's metadata
 PACKAGES = ("lowering", "passes", "dialects", "runtime")
 
 _suspended = False
@@ -217,7 +217,8 @@ def plan_json(plan: B.ProgramPlan) -> dict:
         else:
             steps.append(["extern", st.fn, list(st.args), st.n_inputs, list(st.transposed),
                           st.flops, None if st.op is None else extern_text(st.op)])
-    return {"n_inputs": plan.n_inputs, "outputs": list(plan.outputs), "steps": steps}
+    return {"n_inputs": plan.n_inputs, "outputs": list(plan.outputs), "steps": steps,
+            "written": sorted(plan.written)}
 
 
 def extern_text(op: L.ExternOp) -> str:
@@ -278,7 +279,8 @@ def plan_from_json(d: dict) -> B.ProgramPlan:
                                       (bool(transposed[0]), bool(transposed[1])), int(flops), op))
         else:
             raise ValueError(f"unknown step {kind!r}")
-    return B.ProgramPlan(int(d["n_inputs"]), tuple(steps), tuple(int(o) for o in d["outputs"]))
+    return B.ProgramPlan(int(d["n_inputs"]), tuple(steps), tuple(int(o) for o in d["outputs"]),
+                         frozenset(int(s) for s in d["written"]))
 
 
 def extern_from_text(text: str) -> L.ExternOp:

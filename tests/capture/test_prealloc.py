@@ -178,6 +178,24 @@ def test_writes_into_made_arrays_do_not_break(name):
     no_break(f, x, rtol=TOLERANCES.rtol(np.float64, "pointwise"))
 
 
+@pytest.mark.parametrize("name", sorted(MAKERS))
+def test_a_made_array_written_in_place_is_made_again_each_call(name):
+    """A constant array the program writes into (an array literal, `np.eye`,
+    `np.arange` captured as data) and does not return: each call starts
+    from the constant again, not from what the last call wrote there (a
+    constant made once and kept was written over in place: calls 2 and 3
+    returned 12 and 14 where numpy returns 10)."""
+    make = MAKERS[name]
+
+    def f(x):
+        out = make(x)
+        out[1:, 1] = out[1:, 1] + x[1:, 0]
+        return out * 2
+
+    x = np.array([[0.5, -1.0], [1.0, 2.0], [-0.0, 2.0]])
+    no_break(f, x, calls=3)
+
+
 @pytest.mark.parametrize("backend", ["numpy", "cpu"])
 def test_out_argument_into_a_made_array(backend):
     def f(x):
