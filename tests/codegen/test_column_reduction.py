@@ -184,7 +184,7 @@ def test_bool_sums_and_products_in_bool_are_or_and_and():
     """`np.sum(b, axis, dtype=bool)` is numpy's bool add (or), `prod` its
     multiply (and) — not i1 wrap-around (xor): a column with two Trues sums
     to True. Both the column kernel (big inputs) and a strided row reduction."""
-    for rows in (300, 1100):  # under and over COLUMN_REDUCTION_BYTES
+    for rows in (COLUMN_REDUCTION_BYTES // 128, 1100):  # under and over COLUMN_REDUCTION_BYTES
         x = np.zeros((rows, 64), bool)
         x[::7, ::3] = True
         x[:, 5] = True
