@@ -978,7 +978,7 @@ class Lowering:
             return 2 * op.lhs.type.get_shape()[-1]
         u = U.of_op(op)
         own = (RECOMPUTE_EXPENSIVE if u is not None and u.recompute == "expensive"
-               else 0 if is_view(op) else 1)
+               else 0 if is_view(op) or isinstance(op, A.ConstantOp) else 1)
         return own + sum(self.cost(o, depth + 1) for o in op.operands)
 
     # ---- driver --------------------------------------------------------------
