@@ -263,8 +263,13 @@ class KernelCodegen:
             def at_point(p):
                 coords = []
                 rem = p
-                for n in reversed(P):
-                    if n == A.DYN:  # the outermost extent, the launch's: rem is in range
+                for i, n in enumerate(reversed(P)):
+                    if n == A.DYN or i == len(P) - 1:
+                        # the outermost dim: rem is in range (a point is below the
+                        # product of the extents; DYN: the launch's extent). No
+                        # remainder: a scan's points run one by one (`accumulate`),
+                        # and a division per point cost the int64 scan of an edit
+                        # distance row more than its own work
                         coords.append(rem)
                         continue
                     coords.append(b.urem(rem, const(I64, n)))

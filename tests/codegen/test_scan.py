@@ -89,3 +89,28 @@ def test_carried_scans_over_sizes_known_at_the_launch(data):
             want = f(x)
             got = g(x)
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_one_dim_scan_indexes_its_points_without_a_division():
+    """A kernel's point is split into its parallel coordinates by remainder
+    and quotient per dim; the outermost coordinate is what is left (a point
+    is below the product of the extents), so a 1-D scan, whose points run
+    one at a time, does no division per element (an int64
+    `minimum.accumulate` of 10001 elements spent more on `urem` than on its
+    own work). A 2-D kernel still splits its inner coordinate."""
+    import io
+
+    from lowering.dump import capture, parse_spec, print_lower_stages
+
+    def llvm_of(fn, spec):
+        out = io.StringIO()
+        print_lower_stages(capture(fn, parse_spec(spec)), out, ("llvm",))
+        return out.getvalue()
+
+    one = llvm_of(lambda x: np.minimum.accumulate(x), "i64[10001]")
+    assert "urem" not in one and "udiv" not in one, one
+    two = llvm_of(lambda x: np.cumsum(x * 2, axis=1), "f64[6,50]")
+    assert "urem" in two
+    x = np.random.default_rng(0).integers(-50, 50, 10001)
+    np.testing.assert_array_equal(lowering.compile(lambda x: np.minimum.accumulate(x))(x),
+                                  np.minimum.accumulate(x))
