@@ -10,6 +10,7 @@ per lane)."""
 from __future__ import annotations
 
 import math
+import platform
 
 import llvmlite.ir as ir
 
@@ -551,10 +552,32 @@ class LLVMOps(ScalarOps[ir.Value]):
         return compare(_PREDICATE_SYMBOLS[predicate[1:]], a, y)
 
     def select(self, cond, a, y):
-        return self.b.select(cond, a, y)
+        fence = self.cg.em.intrinsic
+        return self.b.select(cond, _computed(self.b, fence, a), _computed(self.b, fence, y))
 
     def index_cast(self, op, args):
         return self.cg.index_as_data(op.input, self.w)
 
     def affine_apply(self, op, args):
         return self.cg.index_as_data(op.result, self.w)
+
+
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
+_FLOAT_OPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "call", "fptrunc",
+                        "fpext", "sitofp", "uitofp"})
+
+
+def _computed(b: ir.IRBuilder, intrinsic, v: ir.Value) -> ir.Value:
+    """A float operand of `np.where` computed in every lane, whichever lane
+    the condition keeps: numpy computes both operands whole, and raises
+    their IEEE flags (`1.0 / x` where x is 0 warns, or raises under
+    `errstate`, even where `np.where` then takes the other value). Left to
+    itself, LLVM folds the select into an AVX-512 masked division or
+    multiply, and a masked lane raises nothing; a fence
+    (`llvm.arithmetic.fence`, opaque to the optimizer) hides it from that fold."""
+    t = v.type
+    el = t.element if isinstance(t, ir.VectorType) else t
+    if (not _X86 or not isinstance(el, (ir.FloatType, ir.DoubleType))
+            or not isinstance(v, ir.Instruction) or v.opname not in _FLOAT_OPS):
+        return v
+    return b.call(intrinsic("arithmetic.fence", t), [v])
