@@ -83,6 +83,7 @@ GENERATED_UFUNCS = frozenset(U.names(lambda u: u.generated))
 # relative cost of computing a value again instead of storing it: 8 for an op
 # whose ufunc (`array.ufunc` by name, an upstream op by decompose's rewrites)
 # the table's `recompute` column calls expensive, 1 for other ops, 0 for views
+# and constants (a scalar the kernel holds)
 RECOMPUTE_EXPENSIVE = 8
 RECOMPUTE_LIMIT = 12
 
@@ -2010,7 +2011,7 @@ class InsertEmitter(KernelEmitter):
                 and src.input not in lw.buffer and src.input not in lw.realized
                 and _squeezed(src.input.type.get_shape()) == _squeezed(op.source.type.get_shape())
                 and not symbols_of([src.input.type, op.source.type])):
-            # a value given unit dims for the window (`back[t] = scores.argmax(0)`):
+            # a value given unit dims for the window (`out[t] = x.argmax(axis=1)`):
             # the kernel runs over the value's own dims, so that a reduction
             # in it is computed once per row of the kernel and stored straight
             # into the window, not realized and copied there
