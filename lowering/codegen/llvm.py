@@ -36,7 +36,6 @@ bitwise those of the plain loops; tests/codegen/test_kernels.py):
 from __future__ import annotations
 
 import math
-import platform
 from collections.abc import Callable
 
 import llvmlite.ir as ir
@@ -66,6 +65,7 @@ from .llvm_types import (
     I8,
     I32,
     I64,
+    X86,
     const,
     is_float,
     is_unsigned,
@@ -78,7 +78,6 @@ from .llvm_types import (
 )
 from .ops import emit
 
-X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 # a kernel's 4th argument, the launch's scalars (int64 words): the two status
 # words of its index checks, then its parameters' raw bits
 SCALAR_PARAMS = 2

@@ -10,7 +10,6 @@ per lane)."""
 from __future__ import annotations
 
 import math
-import platform
 
 import llvmlite.ir as ir
 
@@ -20,6 +19,7 @@ from .llvm_types import (
     FM,
     I1,
     I32,
+    X86,
     const,
     is_float,
     is_unsigned,
@@ -562,7 +562,6 @@ class LLVMOps(ScalarOps[ir.Value]):
         return self.cg.index_as_data(op.result, self.w)
 
 
-_X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 _FLOAT_OPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "call", "fptrunc",
                         "fpext", "sitofp", "uitofp"})
 
@@ -577,7 +576,7 @@ def _computed(b: ir.IRBuilder, intrinsic, v: ir.Value) -> ir.Value:
     (`llvm.arithmetic.fence`, opaque to the optimizer) hides it from that fold."""
     t = v.type
     el = t.element if isinstance(t, ir.VectorType) else t
-    if (not _X86 or not isinstance(el, (ir.FloatType, ir.DoubleType))
+    if (not X86 or not isinstance(el, (ir.FloatType, ir.DoubleType))
             or not isinstance(v, ir.Instruction) or v.opname not in _FLOAT_OPS):
         return v
     return b.call(intrinsic("arithmetic.fence", t), [v])

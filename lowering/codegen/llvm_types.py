@@ -5,6 +5,8 @@ for maximum/minimum."""
 
 from __future__ import annotations
 
+import platform
+
 import llvmlite.ir as ir
 from xdsl.dialects.builtin import (
     AnyFloat,
@@ -15,6 +17,8 @@ from xdsl.dialects.builtin import (
     IntegerType,
     Signedness,
 )
+
+X86 = platform.machine().lower() in ("x86_64", "amd64", "i686", "x86")
 
 try:  # vectorized transcendentals (polynomials); else per-lane libm calls
     from . import llvm_math
