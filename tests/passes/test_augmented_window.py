@@ -8,23 +8,13 @@ three kernels and a matrix copy per column instead of two kernels)."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowering.dump import capture, parse_spec, print_lower_stages
+from bench.programs.linalg import lu
 from lowering.testing import assert_matches_numpy
-
-
-def lu(A):
-    A = A.copy()
-    n = A.shape[0]
-    for k in range(n - 1):
-        A[k + 1 :, k] /= A[k, k]
-        A[k + 1 :, k + 1 :] -= np.outer(A[k + 1 :, k], A[k, k + 1 :])
-    return A
+from tests.passes.test_read_inside_window import stages
 
 
 def scale_column(A, d):
@@ -33,16 +23,10 @@ def scale_column(A, d):
     return A
 
 
-def kernel_level(fn, spec: str) -> str:
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
-    return out.getvalue()
-
-
 def test_lu_writes_each_column_and_update_in_place():
     """Six columns: one division kernel and one update kernel per column
     (a flags kernel may precede the first update), no copy of the matrix."""
-    text = kernel_level(lu, "f64[7,7]")
+    text = stages(lu, "f64[7,7]", "kernel")
     kernels = text.count("kernel.kernel")
     assert kernels <= 2 * 6 + 1, text
     assert text.count("memref.alloc") == 1, text  # A.copy() only
@@ -50,7 +34,7 @@ def test_lu_writes_each_column_and_update_in_place():
 
 
 def test_one_store_per_augmented_assignment():
-    text = kernel_level(scale_column, "f64[9,5] f64[]")
+    text = stages(scale_column, "f64[9,5] f64[]", "kernel")
     assert text.count("arith.mulf") == 1, text
 
 

@@ -1,13 +1,11 @@
-"""`x ** 1.5`, `x ** -1.5` and `x ** -0.5` (`strength-reduce`:
-`HalfPowerToSqrt`) as a square root and a multiply or divisions, `x ** -2`
-(`InverseSquare`) as the square of the reciprocal: within the pointwise
+"""`x ** 1.5`, `x ** -1.5` and `x ** -0.5` (`strength-reduce`'s
+`POWER_RULES`) as a square root and a multiply or divisions, `x ** -2` as
+the square of the reciprocal: within the pointwise
 tolerance of numpy's `pow` (2 ULPs measured), numpy's value bit for bit at
 every special input (signed zeros, infinities, NaN, negatives, subnormals)
 and numpy's IEEE flags there."""
 
 from __future__ import annotations
-
-import io
 
 import numpy as np
 import pytest
@@ -15,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowering
-from lowering.dump import capture, parse_spec, print_lower_stages
 from lowering.testing import TOLERANCES, assert_matches_numpy
+from tests.passes.test_read_inside_window import stages
+from tests.test_errstate_where import outcome
 
 EXPONENTS = (1.5, -1.5, -0.5, -2.0)
 SPECIALS = [-0.0, 0.0, -np.inf, np.inf, np.nan, -1.0, -2.5, -1e-310, 1e-310, 5e-324,
@@ -28,24 +27,10 @@ def power(e):
     return lambda x: x ** e
 
 
-def kernel_level(fn, spec: str) -> str:
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
-    return out.getvalue()
-
-
 @pytest.mark.parametrize("e", EXPONENTS)
 def test_no_pow_is_left(e):
-    text = kernel_level(power(e), "f64[1000]")
+    text = stages(power(e), "f64[1000]", "kernel")
     assert "math.powf" not in text and ("math.sqrt" in text) == (e != -2.0), text
-
-
-def outcome(fn, x):
-    try:
-        with np.errstate(all="raise"):
-            return "ok", fn(x)
-    except FloatingPointError as err:
-        return str(err).split(" encountered")[0], None
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -1,23 +1,23 @@
-"""A row of a preallocated table filled from a reduction — the Viterbi
-step's `back[t] = scores.argmax(axis=0)` — is one kernel storing straight
-into the row: lower-to-loop's slice-assignment kernel runs over the value's
+"""A row of a preallocated table filled from a row reduction —
+`out[t] = x.argmax(axis=1)` — is one kernel storing straight into the row: lower-to-loop's slice-assignment kernel runs over the value's
 own dims where the assignment only gives it unit dims (a reshape to
 (1, n)), so a reduction in it is computed once per point there instead of
 realized in a buffer of its own and copied into the row. Column reductions
 of small inputs (from COLUMN_REDUCTION_BYTES, 1 KiB) run down the rows with
-the columns vectorized, not as a strided walk per column."""
+the columns vectorized, not as a strided walk per column (the Viterbi
+step's `scores.argmax(axis=0)`)."""
 
 from __future__ import annotations
 
-import io
 import re
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lowering.dump import capture, parse_spec, print_lower_stages
+from bench.programs.dynprog import viterbi
 from lowering.testing import assert_matches_numpy
+from tests.passes.test_read_inside_window import stages
 
 
 def step(delta, log_A, back, t):
@@ -25,27 +25,6 @@ def step(delta, log_A, back, t):
     scores = delta[:, None] + log_A
     back[t] = scores.argmax(axis=0)
     return scores.max(axis=0), back
-
-
-def viterbi(log_pi, log_A, log_B, obs):
-    T = obs.shape[0]
-    delta = log_pi + log_B[:, obs[0]]
-    back = np.zeros((T, log_pi.shape[0]), dtype=np.int64)
-    for t in range(1, T):
-        scores = delta[:, None] + log_A
-        back[t] = scores.argmax(axis=0)
-        delta = scores.max(axis=0) + log_B[:, obs[t]]
-    path = np.empty(T, dtype=np.int64)
-    path[-1] = delta.argmax()
-    for t in range(T - 1, 0, -1):
-        path[t - 1] = back[t, path[t]]
-    return delta.max(), path
-
-
-def kernel_level(fn, spec: str) -> str:
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
-    return out.getvalue()
 
 
 def rows(x, out):
@@ -58,7 +37,7 @@ def rows(x, out):
 def test_row_reductions_are_stored_into_the_rows():
     """The copy of out, then one kernel per row written: each reduction
     stored at out[2] and out[3] — no buffer of its own, no copy of it."""
-    text = kernel_level(rows, "f64[16,64] f64[5,16]")
+    text = stages(rows, "f64[16,64] f64[5,16]", "kernel")
     assert text.count("memref.alloc") == 1, text  # out's copy
     assert text.count("kernel.kernel") == 3, text
     for r in (2, 3):
@@ -69,7 +48,7 @@ def test_column_reductions_of_small_inputs_go_down_the_rows():
     """argmax(0) and max(0) of 32 x 32 (8 KiB): column kernels (`accumulate`:
     one row after another, the columns vectorized), not a strided walk down
     each column (loads at (d1, d0))."""
-    text = kernel_level(step, "f64[32] f64[32,32] i64[20,32] int:4")
+    text = stages(step, "f64[32] f64[32,32] i64[20,32] int:4", "kernel")
     assert "-> (d1, d0)>" not in text, text
     assert text.count("accumulate") >= 2, text
 
