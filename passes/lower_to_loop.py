@@ -871,7 +871,7 @@ class Lowering:
         mode = self.write_mode(op)
         if mode == "staged":  # the new part first, in a buffer of its own
             return [op.dest, _under_reshapes(op.source, op.dest), op.result]
-        if mode == "direct":
+        if mode in ("direct", "ordered"):
             return [op.dest, op.result]  # the source is computed in its kernel
         if mode == "copy":
             return [op.result]  # the destination and the source computed in its kernels
@@ -1282,57 +1282,32 @@ def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> st
     really run before) and by its own new part, which reads it only apart
     from the window or at the very point it writes (`x[i] = (b[i] - L[i, :i] @ x[:i]) / L[i, i]`, `C[i, :i+1] = beta
     * C[i, :i+1] + ...`): one kernel computes the new part and stores it;
-    "staged" — the same, but the new part reads the destination where the
-    window overlaps it otherwise (`best[w:] = np.maximum(best[w:],
-    best[:-w] + v)`, `x[0] = x.sum()`): the new part is computed into a
-    buffer of its own first (reading the old values, as numpy's temporary
-    does), then copied into the window; None — neither (`order`: each op's
-    position in the block: a value made before the destination cannot read
-    it, so the walk of the new part stops there)."""
+    "ordered" — the same, but the new part also reads the window's points
+    shifted by a constant (`best[w:] = np.maximum(best[w:], best[:-w] + v)`),
+    all of them in directions one order of the points serves: each point is
+    read before the point that writes over it runs (`write_order` gives
+    the dims walked backwards); the kernel's points run in that order, on
+    one thread; "staged" — the new part reads the destination where the
+    window overlaps it otherwise (`x[0] = x.sum()`, shifts both ways): it
+    is computed into a buffer of its own first (reading the old values, as
+    numpy's temporary does), then copied into the window; None — neither
+    (`order`: each op's position in the block: a value made before the
+    destination cannot read it, so the walk of the new part stops there)."""
     if in_place(op, uses):
         return "direct"
     if (not isinstance(op, A.InsertSliceOp) or isinstance(op.dest, BlockArgument)
             or any(_half(v) for v in (op.source, op.dest))
             or op.source.type.element_type != op.dest.type.element_type):
         return None
-    dest = op.dest
     window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
     if window is None:
         return None
-    shape = _squeezed(op.source.type.get_shape())
-    # the new part: dest reached through a routine's result, a slice apart
-    # from the window, or the window itself point by point ("direct"), or
-    # anyhow else ("staged")
-    mode = "direct"
-    expr: set = set()
-    stack, seen = [(op.source, True)], set()
-    made = order[dest.owner]
-    while stack:
-        v, pointwise = stack.pop()
-        if v is dest:
-            mode = "staged"
-            continue
-        if ((v, pointwise) in seen or isinstance(v, BlockArgument)
-                or order[v.owner] < made or not generated(v.owner)):
-            continue
-        seen.add((v, pointwise))
-        expr.add(v)
-        owner = v.owner
-        if isinstance(owner, A.SliceOp) and owner.input is dest:
-            box = _box(A.ints(owner.start), A.ints(owner.step), v.type.get_shape())
-            if box is None or not (_disjoint(box, window) or (
-                    pointwise and box == window and _squeezed(v.type.get_shape()) == shape)):
-                mode = "staged"
-            continue
-        flat = ((is_elementwise(owner) and not isinstance(owner, A.ConstantOp))
-                or (isinstance(owner, A.ReshapeOp)  # (unit dims only)
-                    and _squeezed(owner.input.type.get_shape()) == _squeezed(v.type.get_shape())))
-        stack.extend((o, pointwise and flat and _squeezed(o.type.get_shape()) == _squeezed(
-            v.type.get_shape())) for o in owner.operands)
+    expr, reads = _new_part(op, order)
     # every other reader: the new part, or ops placed before op (through
     # views). Whether each really reads dest before op's kernel writes over
     # it (a value computed inline in a later consumer would not) is checked
     # as kernels are emitted (`Lowering.read`)
+    dest = op.dest
     todo = [u.operation for u in dest.uses if u.operation is not op
             and not isinstance(u.operation, A.FlagsOp)]  # (`Lowering.flags_kernel`: before op)
     while todo:
@@ -1343,7 +1318,108 @@ def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> st
             todo.extend(u.operation for u in user.results[0].uses)
         elif user.parent_block() is not op.parent_block() or not user.is_before_in_block(op):
             return None
-    return mode
+    shifts = []
+    for box, pointwise in reads:
+        if box is None:  # the destination itself, or an unknown slice of it
+            return "staged"
+        if _disjoint(box, window):
+            continue
+        shift = _shift(box, window) if pointwise else None
+        if shift is None:
+            return "staged"
+        if any(shift):
+            shifts.append(shift)
+    if not shifts:
+        return "direct"
+    if _walked_backwards(shifts) is None or not all(
+            is_elementwise(v.owner) or is_view(v.owner) for v in expr):
+        return "staged"
+    return "ordered"
+
+
+def write_order(op: A.InsertSliceOp, order: dict[Operation, int]) -> tuple[int, ...]:
+    """For an "ordered" slice assignment (`slice_write`): the dims of its
+    new part (counting only those of more than one point) that its kernel
+    walks backwards."""
+    window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
+    _, reads = _new_part(op, order)
+    shifts = [s for box, pointwise in reads if pointwise and box is not None
+              and not _disjoint(box, window) and (s := _shift(box, window)) and any(s)]
+    backwards = _walked_backwards(shifts)
+    assert backwards is not None
+    return backwards
+
+
+def _new_part(op: A.InsertSliceOp, order: dict[Operation, int]) -> tuple[set, list]:
+    """The values of a slice assignment's new part (walked from its source
+    down to values made before the destination, realized or not generated)
+    and its reads of the destination: (box, pointwise) per slice of it
+    (box None: the destination read whole, or a slice whose bounds are size
+    symbols), pointwise where the slice is read point for point with the
+    window (only elementwise ops and unit-dim reshapes between them)."""
+    dest = op.dest
+    shape = _squeezed(op.source.type.get_shape())
+    expr: set = set()
+    reads: list = []
+    stack, seen = [(op.source, True)], set()
+    made = order[dest.owner]
+    while stack:
+        v, pointwise = stack.pop()
+        if v is dest:
+            reads.append((None, False))
+            continue
+        if ((v, pointwise) in seen or isinstance(v, BlockArgument)
+                or order[v.owner] < made or not generated(v.owner)):
+            continue
+        seen.add((v, pointwise))
+        expr.add(v)
+        owner = v.owner
+        if isinstance(owner, A.SliceOp) and owner.input is dest:
+            box = _box(A.ints(owner.start), A.ints(owner.step), v.type.get_shape())
+            reads.append((box, pointwise and _squeezed(v.type.get_shape()) == shape))
+            continue
+        flat = ((is_elementwise(owner) and not isinstance(owner, A.ConstantOp))
+                or (isinstance(owner, A.ReshapeOp)  # (unit dims only)
+                    and _squeezed(owner.input.type.get_shape()) == _squeezed(v.type.get_shape())))
+        stack.extend((o, pointwise and flat and _squeezed(o.type.get_shape()) == _squeezed(
+            v.type.get_shape())) for o in owner.operands)
+    return expr, reads
+
+
+def _shift(box, window) -> tuple[int, ...] | None:
+    """Where a slice read point for point with a window reads, in points of
+    the window, per dim of more than one point: the read at point p is of
+    the point p + shift writes (all zeros: p itself). None where the two
+    walk the destination differently (other steps or counts) or no read
+    point is ever written (a shift between the window's steps: the read is
+    of points the window skips, so the write order does not matter: ())."""
+    out = []
+    for (b1, t1, n1), (b2, t2, n2) in zip(box, window):
+        if n1 != n2 or t1 != t2:
+            return None
+        if n1 <= 1:
+            if b1 != b2:
+                return ()
+            continue
+        if (b1 - b2) % t2:
+            return ()
+        out.append((b1 - b2) // t2)
+    return tuple(out)
+
+
+def _walked_backwards(shifts: list[tuple[int, ...]]) -> tuple[int, ...] | None:
+    """The dims to walk backwards so that every point p is read (at p -
+    shift, for each shift) before that point is written over: the first
+    dim in which a shift is not 0 is walked forwards where it is positive
+    (the read is of a point later in the order), backwards where negative.
+    None where two shifts need one dim walked both ways."""
+    way: dict[int, int] = {}
+    for s in shifts:
+        d = next(i for i, x in enumerate(s) if x)
+        sign = 1 if s[d] > 0 else -1
+        if way.setdefault(d, sign) != sign:
+            return None
+    return tuple(sorted(d for d, sign in way.items() if sign < 0))
 
 
 def _under_reshapes(v: SSAValue, dest: SSAValue) -> SSAValue:
@@ -1649,8 +1725,9 @@ class KernelEmitter:
         self.extents = tuple(shape)
         n = len(shape)
         found: list = []
-        self._collect(root, tuple(dim(i) for i in range(n)), found, set())
-        fine = None if found else merged_source(root)
+        at = self.point(shape)
+        self._collect(root, at, found, set())
+        fine = None if found or at != tuple(dim(i) for i in range(n)) else merged_source(root)
         if fine is not None:  # (its points in its source's order: no division)
             self._emit_over(fine, shape)
             return
@@ -1685,6 +1762,7 @@ class KernelEmitter:
             self.kmemo[(v, tuple(map(str, pidx)))] = self._emit_reduce(v.owner, pidx)
         if p == n:
             self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+            pidx = self.point(shape)
             val = self.value_at(root, pidx)
             self._store(val, pidx)
         else:
@@ -1692,7 +1770,7 @@ class KernelEmitter:
             self.kblock.add_op(m)
             mb = m.body.block
             self.block, self.dims, self.memo = mb, list(self.kblock.args) + list(mb.args), {}
-            full = tuple(dim(i) for i in range(n))
+            full = self.point(shape)
             val = self.value_at(root, full)
             self._store(val, full)
             mb.add_op(L.YieldOp())
@@ -1704,7 +1782,17 @@ class KernelEmitter:
         if not self.fused and isinstance(root.owner, Operation):  # a view made a buffer
             self.fused.append(f"{describe(root.owner)} (copied)")
         lw.kernel_ops.append((self.k.sym_name.data, self.fused))
-        lw.out.add_op(self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf]))))
+        k = self.k.with_buffers(list(dict.fromkeys(self.used_buffers + [self.buf])))
+        k.attributes.update(self.attributes())
+        lw.out.add_op(k)
+
+    def point(self, shape) -> Index:
+        """The index the kernel computes and stores at its point (d0, d1, ...)."""
+        return tuple(dim(i) for i in range(len(shape)))
+
+    def attributes(self) -> dict:
+        """Attributes the kernel carries beyond its domain and buffers."""
+        return {}
 
     def _region(self, idx: Index) -> tuple | None:
         """The box (`_box`'s form) of the points idx reaches over the
@@ -2022,6 +2110,22 @@ class InsertEmitter(KernelEmitter):
         if self.unit_dims is not None:
             idx = reshape_index(*self.unit_dims, idx)
         return tuple(const(a) + e * c for e, (a, c) in zip(idx, self.window))
+
+    def point(self, shape) -> Index:
+        """An "ordered" assignment (`slice_write`) walks the dims
+        `write_order` names backwards: point d computes and stores
+        at n - 1 - d there."""
+        idx = super().point(shape)
+        if self.lw.write_mode(self.root.owner) != "ordered":
+            return idx
+        backwards = write_order(self.root.owner, self.lw.order)
+        big = [i for i, n in enumerate(shape) if n != 1]
+        return tuple(const(shape[i] - 1) - e if i in big and big.index(i) in backwards else e
+                     for i, e in enumerate(idx))
+
+    def attributes(self) -> dict:
+        # its points run in order, on one thread (as a scan's)
+        return {"accumulate": UnitAttr()} if self.lw.write_mode(self.root.owner) == "ordered" else {}
 
     def emit(self) -> None:
         super().emit()

@@ -980,6 +980,10 @@ class KernelCodegen:
                 self.prefetch_next_point(buf, exprs, p)
             x = b.load(b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
             return self.from_mem(x, buf.type.element_type)
+        if stride == -1:  # (a dim walked backwards) the lanes' elements, last lane's first
+            p = b.gep(base, [self.offset(buf, exprs, lane_dim, w - 1)])
+            x = b.load(b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
+            return self.from_mem(self.reversed_lanes(x), buf.type.element_type)
         vals = ir.Constant(ir.VectorType(mt, w), ir.Undefined)
         for lane in range(w):
             x = b.load(b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
@@ -1027,9 +1031,19 @@ class KernelCodegen:
                 return
             b.store(v, b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
             return
+        if stride == -1:
+            p = b.gep(base, [self.offset(buf, exprs, lane_dim, w - 1)])
+            b.store(self.reversed_lanes(v), b.bitcast(p, ir.VectorType(mt, w).as_pointer()),
+                    align=align)
+            return
         for lane in range(w):
             b.store(b.extract_element(v, const(I32, lane)),
                     b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
+
+    def reversed_lanes(self, x: ir.Value) -> ir.Value:
+        w = x.type.count
+        return self.b.shuffle_vector(x, x, ir.Constant(ir.VectorType(I32, w),
+                                                       list(range(w - 1, -1, -1))))
 
     def row_access(self, row: ir.Value, i: ir.Value, w: int, store: ir.Value | None = None):
         """Load (or store) `w` elements of a cached row at index i."""
