@@ -278,15 +278,23 @@ def compile_module(module: ModuleOp) -> Program:
     return Program(n_inputs, len(slots), kept[::-1], outputs)
 
 
-def extern_operands(ext) -> Callable[..., list]:
+def extern_operands(ext, broadcasts: bool = True) -> Callable[..., list]:
     """For a `loop.extern` with a body: a function from its input arrays to
     the arrays its computed op reads (the body's views made as numpy views
-    of the inputs: no copies)."""
+    of the inputs: no copies). Without `broadcasts`, an operand's last
+    views that are broadcasts are left to the routine (a ufunc broadcasts
+    its operands itself: `np.broadcast_to` costs more than a small
+    ufunc's whole loop)."""
     inner = ext.computed()
     block = ext.body.block
     index = {a: i for i, a in enumerate(block.args)}
     steps = []
     for v in ext.views():
+        if not broadcasts and isinstance(v, A.BroadcastOp) and all(
+                u.operation is inner or isinstance(u.operation, A.BroadcastOp)
+                for u in v.results[0].uses):
+            index[v.results[0]] = index[v.operands[0]]
+            continue
         index[v.results[0]] = len(index)
         steps.append((RULES[type(v)](v), index[v.operands[0]]))
     reads = [index[o] for o in inner.operands]
@@ -322,10 +330,31 @@ def _routine_into(op: A.RoutineOp) -> Callable | None:
     return lambda *xs: call(list(xs[:-1]), xs[-1])
 
 
+def _ufunc_into(uf: np.ufunc) -> Callable[[Operation], Callable | None]:
+    """A ufunc computing into the output (`out=`) where its operands are of
+    the result's dtype (then `out=` picks the loop numpy picks without it: the
+    same values), else None (a cast first: the result copied)."""
+    def rule(op: Operation) -> Callable | None:
+        dt = op.results[0].type.element_type  # type: ignore[attr-defined]
+        if any(o.type.element_type != dt for o in op.operands):
+            return None
+        return lambda *xs: uf(*xs[:-1], out=xs[-1])
+
+    return rule
+
+
+# the op classes whose INTO rule is a ufunc: it broadcasts its operands to
+# its output itself
+BROADCASTING = frozenset({A.UfuncOp, *(U.upstream_class(name) for name, uf in U.UPSTREAM.items()
+                                       if isinstance(getattr(np, uf), np.ufunc))})
+
 # op class -> rule(op): the op's routine writing its one result into a given
 # array (`run(*inputs, out)`), or None where it cannot (`routines.into`)
 INTO_RULES: dict[type, Callable[[Operation], Callable | None]] = {
     A.RoutineOp: _routine_into,
+    A.UfuncOp: lambda op: _ufunc_into(getattr(np, op.fn.data))(op),
+    **{U.upstream_class(name): _ufunc_into(getattr(np, uf)) for name, uf in U.UPSTREAM.items()
+       if isinstance(getattr(np, uf), np.ufunc)},
 }
 
 
@@ -341,6 +370,6 @@ def extern_into(ext) -> Callable | None:
     into = rule(inner)
     if into is None or not ext.views():
         return into
-    operands = extern_operands(ext)
+    operands = extern_operands(ext, broadcasts=type(inner) not in BROADCASTING)
     n = ext.num_inputs.value.data
     return lambda *arrs: into(*operands(*arrs[:n]), arrs[n])
