@@ -32,8 +32,8 @@ from pathlib import Path
 import numpy as np
 
 from passes import cost_model as cm
-from passes.lower_to_loop import SHARED_ROW_BYTES, matmul_work, shared_rows_work
-from runtime import disk_cache
+from passes.lower_to_loop import SHARED_ROW_BYTES, matmul_work, power_work, shared_rows_work
+from runtime import cpu, disk_cache
 
 from .cost_tables import TABLE_NAME, machine_name, table_for_process
 
@@ -95,6 +95,18 @@ def _any0(x):
 
 def _sum1(x):
     return x.sum(axis=1)
+
+
+def _power(x):
+    return x ** 2.2
+
+
+def _power_arrays(x, y):
+    return np.power(x, y)
+
+
+def _scaled_power(x, y):
+    return 0.5 * (x + 1.0) ** y
 
 
 def _cases(quick: bool) -> Iterable[Case]:
@@ -170,6 +182,22 @@ def _cases(quick: bool) -> Iterable[Case]:
         xb = x[0] > 0.5
         yield Case("column-any", f"bool {r}x{c} any", _any0, (xb,),
                    cm.Work(xb.nbytes + c, xb.nbytes + c, r * c, r))
+    # x ** y by an exponent strength-reduce leaves; alone, and between kernels
+    sizes = ([64, 1 << 14, 1 << 19] if quick else
+             [16, 256, 1 << 11, 1 << 14, 1 << 17, 1 << 19, 1 << 21])
+    threads, threshold = cpu.THREADS, cpu.parallel_threshold()
+    for dt, n in itertools.product((np.float32, np.float64), sizes):
+        s, name = np.dtype(dt).itemsize, np.dtype(dt).name
+        x = rng.uniform(0.0, 3.0, n).astype(dt)
+        y = rng.uniform(-3.0, 3.0, n).astype(dt)
+        yield Case("power", f"{name} x ** 2.2 [{n}]", _power, (x,),
+                   power_work(n, s, 0, False, threads, threshold))
+        if quick:
+            continue
+        yield Case("power", f"{name} x ** y [{n}]", _power_arrays, (x, y),
+                   power_work(n, s, 0, False, threads, threshold))
+        yield Case("power", f"{name} 0.5 * (x + 1) ** y [{n}]", _scaled_power, (x, y),
+                   power_work(n, s, 1, True, threads, threshold))
 
 
 # ---- timing and fitting ------------------------------------------------------------
@@ -226,7 +254,7 @@ def fit(points: list[tuple[cm.Work, float]], path: str) -> cm.Rate:
     then once more without the points more than 2x off the first fit (a
     call the machine disturbed: another process on a BLAS thread's core),
     where they are few (`OUTLIERS_AT_MOST`)."""
-    X = np.array([[1.0, w.bytes(path) / 1000, w.flops / 1000, w.rows_of(path) / 1000]
+    X = np.array([[1.0, w.bytes(path) / 1000, w.flops_of(path) / 1000, w.rows_of(path) / 1000]
                   for w, _ in points])
     t = np.array([t for _, t in points])
     coef = _nnls_relative(X, t)
@@ -275,7 +303,7 @@ def calibrate(quick: bool = False, log=print,
         rates.setdefault(cls, {})[path] = r
         for c, us in pts:
             rows.append((cls, c.label, path, us,
-                         r.time_us(c.work.bytes(path), c.work.flops, c.work.rows_of(path))))
+                         r.time_us(c.work.bytes(path), c.work.flops_of(path), c.work.rows_of(path))))
     source = f"python -m lowering.calibrate{' --quick' if quick else ''}, {time.strftime('%Y-%m-%d')}"
     if only is not None:
         return _Partial(machine_name(), source, rates), rows

@@ -26,7 +26,10 @@ one replaces it (`LOWERING_COST_TABLE`, or the cache directory's
 `cost_table.json`, which `python -m lowering.calibrate` writes). A table
 measured on another CPU can be wrong by 2x about its own crossovers (a
 float32 `A.T @ (A @ x)` at 2000x600: the one pass 2x faster than BLAS on
-one CPU, 2x slower on another): hence one per kind.
+one CPU, 2x slower on another): hence one per kind. A table measured
+before a class was added to the model has no rates for it: that class keeps
+its generated path (the compiler's choice before the class existed) until
+`python -m lowering.calibrate --only CLASS` measures it on that kind.
 
 The table in use is part of every compiled program's key (`digest`): a
 program compiled under one table is never reused under another."""
@@ -92,6 +95,13 @@ CLASSES: dict[str, ShapeClass] = {c.name: c for c in (
     ShapeClass("column-any", "strided row kernel (each output a column walk)",
                "numpy's any/all (row after row into the output)",
                "any/all over leading axes that keeps a long last axis"),
+    ShapeClass("power", "vectorized pow fused into its kernel", "numpy's power loop",
+               "x ** y of floats by an exponent `strength-reduce` leaves (not 2, 3, 4, "
+               "+-0.5, +-1.5, -2): numpy's own float loops are SIMD pow on some CPUs "
+               "(AVX-512 builds), 1.5-3x faster per element than the generated one; "
+               "per element of the result, the generated path split over the threads "
+               "its kernel would take",
+               ("float32", "float64")),
 )}
 
 
@@ -122,9 +132,17 @@ class Work:
     rows: float
     variant: str = "plain"
     generated_rows: float | None = None
+    # the generated path's flops per thread, where its kernel splits them
+    # over threads the library's one-thread loop does not have
+    generated_flops: float | None = None
 
     def bytes(self, path: str) -> float:
         return self.generated_bytes if path == "generated" else self.library_bytes
+
+    def flops_of(self, path: str) -> float:
+        if path == "generated" and self.generated_flops is not None:
+            return self.generated_flops
+        return self.flops
 
     def rows_of(self, path: str) -> float:
         if path == "generated" and self.generated_rows is not None:
@@ -143,6 +161,7 @@ class Choice:
     generated_us: float
     library_us: float
     forced: bool = False
+    unmeasured: bool = False  # the table has no rates for the class: generated
 
     def reason(self) -> str:
         c = CLASSES[self.shape_class]
@@ -150,6 +169,10 @@ class Choice:
         v = "" if self.variant == "plain" else f" ({self.variant})"
         if self.forced:
             return f"{self.shape_class}{v}: {won} (forced)"
+        if self.unmeasured:
+            return (f"{self.shape_class}{v}: {won} — cost table {active().machine} has no rates "
+                    f"for the class (`python -m lowering.calibrate --only {self.shape_class}` "
+                    "measures them)")
         return (f"{self.shape_class}{v}: {won} — predicted {_us(self.generated_us)} generated vs "
                 f"{_us(self.library_us)} {c.library} (cost table {active().machine})")
 
@@ -169,17 +192,29 @@ class CostTable:
     digest: str = field(default="", compare=False)
 
     def __post_init__(self):
-        missing = [f"{k}:{p}" for c in CLASSES.values() for k in c.keys() for p in PATHS
-                   if p not in self.rates.get(k, {})]
+        # (a class the table has no rate for at all was added to the model
+        # after the table was measured: `choose` keeps its generated path)
+        missing = [f"{k}:{p}" for c in CLASSES.values() if self.measured(c.name)
+                   for k in c.keys() for p in PATHS if p not in self.rates.get(k, {})]
         if missing:
             raise ValueError(f"cost table ({self.source}): no rate for {', '.join(missing)}")
         if not self.digest:
             object.__setattr__(self, "digest", hashlib.sha256(self.text().encode()).hexdigest()[:16])
 
+    def measured(self, shape_class: str) -> bool:
+        """Whether the table has rates for the class (a table measured
+        before the class was added to the model has none)."""
+        return any(k in self.rates for k in CLASSES[shape_class].keys())
+
     def choose(self, shape_class: str, work: Work) -> Choice:
         forced = _forced.get(shape_class) if _forced else None
+        if not self.measured(shape_class):
+            nan = float("nan")
+            return Choice(shape_class, work.variant, forced or "generated", nan, nan,
+                          forced is not None, unmeasured=forced is None)
         r = self.rates[f"{shape_class}/{work.variant}"]
-        g = r["generated"].time_us(work.generated_bytes, work.flops, work.rows_of("generated"))
+        g = r["generated"].time_us(work.generated_bytes, work.flops_of("generated"),
+                                   work.rows_of("generated"))
         lib = r["library"].time_us(work.library_bytes, work.flops, work.rows)
         if forced is not None:
             return Choice(shape_class, work.variant, forced, g, lib, True)

@@ -128,6 +128,12 @@ def _is_half(t) -> bool:
     return isinstance(t, (Float16Type, BFloat16Type))
 
 
+# (threads, parallel threshold) of the CPU, whose numpy loops the cost model
+# may choose over a generated pointwise op (`LowerToLoop.numpy_loops`); None:
+# a backend whose kernels compute every generated op (the GPU's)
+_NUMPY_LOOPS: ContextVar[tuple[int, int] | None] = ContextVar("numpy_loops", default=None)
+
+
 def generated(op: Operation) -> bool:
     """Can the loop level compute this op inline?"""
     if any(_half(v) for v in (*op.operands, *op.results)):
@@ -140,7 +146,11 @@ def generated(op: Operation) -> bool:
             return False
         if u.gen == "float" and isinstance(op.inputs[0].type.element_type, IntegerType):
             return False  # numpy raises for negative integer powers; 1/0 rules
+        if u.generated and shape_class(op) == "power":
+            return path_choice(op).path == "generated"
         return u.generated
+    if op.name == "math.powf" and shape_class(op) == "power":
+        return path_choice(op).path == "generated"
     if isinstance(op, A.ConstantOp):
         return not op.value.data.startswith("bytes:")
     if isinstance(op, A.ReduceOp) and column_reduction(op):
@@ -240,6 +250,10 @@ def shape_class(op: Operation) -> str | None:
             return "matmul-narrow"
     elif isinstance(op, A.ReduceOp) and awkward_reduction(op) and not accumulated(op):
         return "column-any" if op.kind.data in ("any", "all") else "column-reduction"
+    elif ((op.name == "math.powf" or isinstance(op, A.UfuncOp) and op.fn.data == "power")
+          and _NUMPY_LOOPS.get() and str(op.results[0].type.element_type) in ("f32", "f64")
+          and all(o.type.element_type == op.results[0].type.element_type for o in op.operands)):
+        return "power"
     return None
 
 
@@ -272,6 +286,13 @@ def work_of(op: Operation, shape_class: str) -> cm.Work:
         shape = [hint(d) for d in op.input.type.get_shape()]
         elems = int(np.prod(shape))
         return cm.Work(n + out, n + out, elems, elems // max(1, shape[-1]))
+    if shape_class == "power":
+        threads, threshold = _NUMPY_LOOPS.get() or (1, 1)
+        return power_work(int(np.prod([hint(d) for d in op.results[0].type.get_shape()])),
+                          from_ir(op.results[0].type.element_type).itemsize,
+                          sum(1 for o in op.operands if _made_by_kernel(o)
+                              and o.type.get_shape() == op.results[0].type.get_shape()),
+                          _inlined_by_users(op.results[0]), threads, threshold)
     (m, k), n = map(hint, op.lhs.type.get_shape()), hint(op.rhs.type.get_shape()[1])
     s = from_ir(op.result.type.element_type).itemsize
     return matmul_work(shape_class, m, k, n, s, _inlined_by_users(op.result),
@@ -298,6 +319,21 @@ def matmul_work(shape_class: str, m: int, k: int, n: int, itemsize: int, out_inl
     if lhs_used_elsewhere:
         return cm.Work(a + b + c, 2 * a + b + c, flops, m, "fused-kept")
     return cm.Work(a + b + c, 3 * a + b + c, flops, m, "fused")
+
+
+def power_work(n: int, itemsize: int, made: int, inlined: bool, threads: int,
+               threshold: int) -> cm.Work:
+    """x ** y into n elements: either path reads its operands and writes
+    the result; numpy's loop also reads back each operand a kernel made for
+    it (`made`: written, then read) and writes the result a generated
+    consumer would have computed inline (`inlined`: then read back). The
+    generated kernel splits its elements over the threads from `threshold`
+    on (`parallel_threads`), numpy's loop runs on one."""
+    nbytes = 2 * n * itemsize
+    extra = 2 * n * itemsize * (made + int(inlined))
+    per_thread = n / (max(1, min(threads, n)) if n >= threshold else 1)
+    return cm.Work(nbytes, nbytes + extra, n, 1, "float32" if itemsize == 4 else "float64",
+                   generated_flops=per_thread)
 
 
 def path_choice(op: Operation) -> cm.Choice:
@@ -1193,7 +1229,10 @@ class Lowering:
             if v not in self.buffer:
                 SharedRowsEmitter(self, v, self._alloc(v)).emit()
             return
-        if not generated(op):
+        if not generated(op) or (isinstance(op, A.ConstantOp) and _NUMPY_LOOPS.get()):
+            # (a constant given a buffer — an extern's operand, an output — is
+            # made by numpy, where the runtime makes it once (`hoist_constants`),
+            # not by a kernel on every call)
             results = list(op.results) if v.owner is op else [v]  # (v: a rounded product's cast)
             if all(r in self.buffer for r in results):
                 return  # one extern makes all of a routine's results
@@ -2582,13 +2621,20 @@ class LowerToLoop(ModulePass):
     # the CPU: its half conversions call compiler-rt routines a JIT process
     # may lack)
     half_kernels: bool = False
+    # the cost model may keep numpy's loop for a pointwise op of a shape class
+    # (`power`) where the table predicts it faster (the CPU's; a GPU's kernels
+    # compute them all)
+    numpy_loops: bool = False
     reports: list = field(default_factory=list, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         token = _HALF_KERNELS.set(self.half_kernels)
+        loops = _NUMPY_LOOPS.set((self.threads, self.parallel_threshold)
+                                 if self.numpy_loops else None)
         try:
             self._lower(op)
         finally:
+            _NUMPY_LOOPS.reset(loops)
             _HALF_KERNELS.reset(token)
 
     def _lower(self, op: ModuleOp) -> None:

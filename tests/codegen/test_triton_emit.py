@@ -39,6 +39,7 @@ from lowering.backends import triton_launch as TL  # noqa: E402
 from lowering.codegen import ops  # noqa: E402
 from lowering.codegen import triton_kernel as TK  # noqa: E402
 from lowering.codegen.triton_ops import TritonOps  # noqa: E402
+from passes import cost_model  # noqa: E402
 from lowering.examples import gelu, layernorm, rmsnorm, softmax  # noqa: E402
 from lowering.explain import explain  # noqa: E402
 from lowering.pipeline import context, lower  # noqa: E402
@@ -216,7 +217,9 @@ def _spec_of(args) -> str:
 def kernel_level(fn, spec: str, dynamic: bool = False, layouts: tuple[str, ...] = ()):
     """The kernel-level module of fn for inputs of `spec` (one graph), as the
     CPU pipeline leaves it (the level both emitters read), for inputs of the
-    layout classes `layouts` (default C-contiguous)."""
+    layout classes `layouts` (default C-contiguous) — its pointwise ops all
+    generated, as the GPU pipeline keeps them (the CPU's cost model may leave
+    a `power` to numpy's loop)."""
     args, _ = dump.make_inputs(spec)
     if dynamic:
         report = explain(lowering.compile(fn, dynamic=True))(*args)
@@ -226,7 +229,8 @@ def kernel_level(fn, spec: str, dynamic: bool = False, layouts: tuple[str, ...] 
     report = explain(lowering.compile(fn, backend="numpy"))(*args)
     (graph,) = report.graphs
     module = Parser(context(), graph).parse_module()
-    final, _ = lower(module, "cpu", list(layouts) or ["C"] * len(args))
+    with cost_model.forced({"power": "generated"}):
+        final, _ = lower(module, "cpu", list(layouts) or ["C"] * len(args))
     return final
 
 
