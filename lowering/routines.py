@@ -99,9 +99,16 @@ ROUTINES: dict[str, Callable[..., Any]] = {
 Into = Callable[[list, np.ndarray], None]
 
 
+# a batch of 1-D transforms of this many elements (input or output) or more is
+# split by rows over the CPU threads (a Python worker's hand-off costs 40-75 us)
+FFT_SPLIT_ELEMENTS = 1 << 18
+
+
 def _fft_into(name: str, real_out: bool) -> Callable[..., Into | None]:
     """numpy's `_raw_fft` makes a complex result of `result_type(a, 1j)`, a
-    real one (irfft) of `result_type(a.real, 1.0)`, and hands it as `out`."""
+    real one (irfft) of `result_type(a.real, 1.0)`, and hands it as `out`.
+    A big batch of transforms along a later axis runs in row chunks of the
+    first, one per thread (`_rows_split`)."""
     def plan(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None:
         a = np.empty(0, ins[0])
         dtype = np.result_type(a.real.dtype, 1.0) if real_out else np.result_type(a.dtype, 1j)
@@ -110,9 +117,44 @@ def _fft_into(name: str, real_out: bool) -> Callable[..., Into | None]:
         fn = ROUTINES[name]
 
         def call(arrays: list, target: np.ndarray) -> None:
+            x = arrays[0]
+            axis = config.get("axis", -1)
+            if (len(arrays) == 1 and x.ndim >= 2 and axis % x.ndim != 0
+                    and max(x.size, target.size) >= FFT_SPLIT_ELEMENTS
+                    and _rows_split(lambda lo, hi: fn(x[lo:hi], **config, out=target[lo:hi]),
+                                    x.shape[0])):
+                return
             fn(*arrays, **config, out=target)
         return call
     return plan
+
+
+def _rows_split(run: Callable[[int, int], Any], rows: int) -> bool:
+    """run(lo, hi) over chunks of [0, rows), one per CPU thread, the first on
+    the calling thread: numpy's transforms release the GIL. Only under the
+    errstate of a compiled program's externs (every category sent to a
+    handler, `runtime.errors.Collector`): each chunk collects the
+    floating-point errors numpy reports in it, and the caller's handler gets
+    them all after. False (nothing run) where there is one thread, fewer
+    rows than threads, or another errstate."""
+    from runtime import cpu
+
+    n = min(cpu.THREADS, rows)
+    if n <= 1 or set(np.geterr().values()) != {"call"}:
+        return False
+    handler = np.geterrcall()
+    bounds = [rows * i // n for i in range(n + 1)]
+    seen: list[list] = [[] for _ in range(n)]
+
+    def chunk(i: int) -> None:
+        with np.errstate(all="call", call=lambda kind, flag: seen[i].append((kind, flag))):
+            run(bounds[i], bounds[i + 1])
+
+    cpu.run_chunks([lambda i=i: chunk(i) for i in range(n)])
+    for found in seen:
+        for kind, flag in found:
+            handler(kind, flag)
+    return True
 
 
 # an operand this many times smaller than the result (a broadcast gain) is

@@ -251,6 +251,25 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
+def run_chunks(calls: list) -> None:
+    """Run the calls (Python work that releases the GIL: numpy routines on
+    chunks of an array), the first on the calling thread, the others on the
+    Python pool; the first error raised, once all are done."""
+    futs = [pool().submit(c) for c in calls[1:]]
+    error = None
+    try:
+        calls[0]()
+    except BaseException as e:
+        error = e
+    for f in futs:
+        try:
+            f.result()
+        except BaseException as e:
+            error = error or e
+    if error is not None:
+        raise error
+
+
 _native = None  # runtime/pool.py, imported at the first split launch
 
 
