@@ -313,7 +313,7 @@ class _FastBody:
             self.lines.append(f"        {self.fl} K{k}(0, {st.work}, P{k}, {scalars})")
         elif st.work > 0:
             self.lines.append(f"        {self.fl} launch(K{k}, {st.work}, P{k}, {scalars}, "
-                              f"{st.threads})")
+                              f"{st.threads}, {self.prog.linger})")
         self.fl = "fl |=" if st.work > 0 else self.fl
         if checked:
             self.lines.append(f"        if W{k}[0]: raise C{k}.error()")

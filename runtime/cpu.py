@@ -273,11 +273,12 @@ def run_chunks(calls: list) -> None:
 _native = None  # runtime/pool.py, imported at the first split launch
 
 
-def launch(fn, work: int, bufs, status, threads: int) -> int:
+def launch(fn, work: int, bufs, status, threads: int, linger: int = 0) -> int:
     """Run fn over [0, work), one contiguous chunk per thread; the exception
     flags raised on any of the threads. The chunks go to the native pool
     (`runtime/pool.py`: one C call, workers that spin between a program's
-    kernels) where it can be made, else to the Python pool."""
+    kernels, and `linger` turns more after this one) where it can be made,
+    else to the Python pool."""
     if work <= 0:
         return 0
     threads = min(threads, work)
@@ -291,7 +292,7 @@ def launch(fn, work: int, bufs, status, threads: int) -> int:
         if np_.busy.acquire(blocking=False):
             try:
                 return np_.run(ctypes.cast(fn, ctypes.c_void_p).value, work,
-                               ctypes.addressof(bufs), status, threads)
+                               ctypes.addressof(bufs), status, threads, linger)
             finally:
                 np_.busy.release()
         return fn(0, work, bufs, status)  # (another thread's job holds the pool)

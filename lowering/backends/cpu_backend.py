@@ -30,7 +30,7 @@ from xdsl.ir import SSAValue
 
 from dialects import kernel as K
 from dialects import loop as L
-from runtime import blas, cpu, errors
+from runtime import blas, cpu, errors, pool
 from runtime.memory import POOL
 
 from dialects.dtypes import from_ir
@@ -472,6 +472,11 @@ class CpuProgram:
                 steps.append(st)
         self.outputs = plan.outputs
         steps = hoist_constants(steps, constants, self.outputs, plan.written)
+        # a program of kernels only keeps the pool's workers awake after each
+        # split kernel, for the next one or the next call's (`runtime.pool`);
+        # one that calls BLAS or numpy leaves the cores to them
+        self.linger = 0 if any(isinstance(st, ExternStep) or (
+            isinstance(st, KernelStep) and st.flops) for st in steps) else pool.LINGER_TURNS
         self.n_slots = plan.n_inputs + sum(isinstance(st, AllocStep) for st in plan.steps)
         with stage("memory-plan"):  # buffers dropped after their last use, then reused
             self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs)
@@ -523,10 +528,12 @@ class CpuProgram:
                         raise TypeError(f"kernel buffer {j} is {type(a).__name__}, not ndarray")
                     ptrs[j] = id(a)  # alive in vals until the kernel returned
                 if checks is None:
-                    flags |= cpu.launch(st.fn, st.work, ptrs, st.scalars_address, st.threads)
+                    flags |= cpu.launch(st.fn, st.work, ptrs, st.scalars_address, st.threads,
+                                        self.linger)
                 else:
                     checks.status[0] = 0
-                    flags |= cpu.launch(st.fn, st.work, ptrs, checks.address, st.threads)
+                    flags |= cpu.launch(st.fn, st.work, ptrs, checks.address, st.threads,
+                                        self.linger)
                     if checks.status[0]:
                         raise checks.error()
             elif isinstance(st, AllocStep):

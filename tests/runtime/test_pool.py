@@ -118,6 +118,52 @@ def test_a_worker_asleep_is_woken(pool, kernel):
     assert flags & 8
 
 
+def test_a_lingering_worker_still_takes_every_job_and_then_sleeps(pool, kernel):
+    """Jobs that ask the workers to linger (yielding turns after the job)
+    run as any other, back to back and after a pause past the lingering;
+    the job's linger is what the workers read."""
+    import time
+
+    for linger in (native_pool.LINGER_TURNS, 0, 5, native_pool.LINGER_TURNS):
+        out = np.zeros(5000, np.int64)
+        bufs = (ctypes.c_void_p * 1)(out.ctypes.data)
+        status = (ctypes.c_int64 * 1)(4999)
+        flags = pool.run(kernel, 5000, ctypes.addressof(bufs), ctypes.addressof(status), 4,
+                         linger)
+        np.testing.assert_array_equal(out, np.arange(1, 5001))
+        assert flags & 8
+        assert pool.mem[native_pool.LINGER] == linger
+    time.sleep(0.05)
+    out, flags = _run(pool, kernel, 10_000, 4, 0)
+    np.testing.assert_array_equal(out, np.arange(1, 10_001))
+
+
+def test_only_a_program_of_kernels_only_keeps_the_workers_awake():
+    """Lingering workers held a core from OpenBLAS's threads (a dgemm ran 2x
+    slower): a program that calls BLAS or numpy asks for none."""
+    import lowering
+    from lowering.backends import cpu_backend
+
+    def linger(fn, *args):
+        progs = []
+        orig = cpu_backend.CpuProgram.__init__
+
+        def spy(self, *a, **k):
+            orig(self, *a, **k)
+            progs.append(self)
+        cpu_backend.CpuProgram.__init__ = spy
+        try:
+            lowering.compile(fn)(*args)
+        finally:
+            cpu_backend.CpuProgram.__init__ = orig
+        return {p.linger for p in progs}
+
+    x = np.random.default_rng(0).standard_normal((300, 300))
+    assert linger(lambda a: np.exp(a) * 2.0 + a, x) == {native_pool.LINGER_TURNS}
+    assert linger(lambda a: (a @ a) * 2.0, x) == {0}
+    assert linger(lambda a: np.sort(a * 2.0, axis=1), x) == {0}
+
+
 SCRIPT = textwrap.dedent("""
     import os, sys, threading
     import numpy as np
