@@ -118,6 +118,21 @@ def test_a_worker_asleep_is_woken(pool, kernel):
     assert flags & 8
 
 
+def test_chunks_go_to_whoever_claims_them_first(kernel):
+    """A job of more chunks than threads (one worker): the caller claims
+    the chunks no worker took, so every point still runs once — as it does
+    when a worker is asleep or off its core when the job comes."""
+    p = native_pool.NativePool(1, cpu.jit)
+    try:
+        for work, threads in ((10, 5), (100_003, 8), (7, 7)):
+            for mark in (0, work - 1):
+                out, flags = _run(p, kernel, work, threads, mark)
+                np.testing.assert_array_equal(out[:work], np.arange(1, work + 1))
+                assert flags == _expected_flags(work, threads, mark), (work, threads, mark)
+    finally:
+        p.stop()
+
+
 def test_a_lingering_worker_still_takes_every_job_and_then_sleeps(pool, kernel):
     """Jobs that ask the workers to linger (yielding turns after the job)
     run as any other, back to back and after a pause past the lingering;
