@@ -69,6 +69,7 @@ from .pipeline import compile_segment, flag_categories
 from .replay import replayer
 
 MAX_KEYWORD_CALLS = 8  # generated calls kept for other keyword spellings of a call
+MAX_MORE_FAST_CALLS = 8  # generated calls kept for entries after the first plain one
 MODES = ("default", "reduce-overhead", "max-autotune")
 MAX_VARIANTS = 16  # paths through graph breaks kept per function (then: traced per call)
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -206,6 +207,11 @@ class CompiledFunction:
         # generated calls for other keyword spellings of a plain call, by
         # (positional count, keyword names in order): f(x, y=y) after f(x, y)
         self._fast_calls: dict[tuple, Callable] = {}
+        # generated calls for later plain entries (another size, another
+        # specialized value), tried in order after `_fast`, each with whether
+        # it takes keyword arguments: a call of any of them skips the guard
+        # walk of every entry (10 µs)
+        self._fast_more: list[tuple[Callable, bool]] = []
         self._device_last: tuple | None = None  # device_call.fast's (signature, entry, ...)
 
     def __get__(self, obj, objtype=None):
@@ -224,6 +230,16 @@ class CompiledFunction:
             try:
                 r = fast(*args, **kwargs)
             except Exception as e:  # an error at run time: numpy's own, eagerly
+                return self._rerun(args, kwargs, e)
+            if r is not MISS:
+                self.stats["cache_hits"] += 1
+                return r
+        for more, takes_kw in self._fast_more:
+            if kwargs and not takes_kw:
+                continue
+            try:
+                r = more(*args, **kwargs)
+            except Exception as e:
                 return self._rerun(args, kwargs, e)
             if r is not MISS:
                 self.stats["cache_hits"] += 1
@@ -462,7 +478,16 @@ class CompiledFunction:
             fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog,
                                   plan.paths, gvals)
             if fast is not None:  # (one for keywords or nested arguments takes them)
+                if self._fast is not None and len(self._fast_more) < MAX_MORE_FAST_CALLS:
+                    self._fast_more.insert(0, (self._fast, self._fast_kw))  # (still tried)
                 self._fast, self._fast_kw = fast, not flat_positional(treedef, len(leaves))
+        elif (not kwargs and not trace.breaks and not plan.writes
+              and len(self._fast_more) < MAX_MORE_FAST_CALLS):
+            # another size or specialized value of a plain call: a call of its own
+            fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog,
+                                  plan.paths, gvals)
+            if fast is not None:
+                self._fast_more.append((fast, not flat_positional(treedef, len(leaves))))
         elif (kwargs and not trace.breaks and not plan.writes and symbols is None
               and len(self._fast_calls) < MAX_KEYWORD_CALLS
               and keyword_call(treedef, len(leaves)) is not None):
@@ -490,7 +515,8 @@ class CompiledFunction:
         if _no_eager_form(self.fn):  # a transformation of ours (grad, vjp)
             raise e
         self._failed = f"{type(e).__name__}: {e}"
-        self._fast, self.entries = None, []  # (no compiled entry runs again)
+        # (no compiled entry runs again)
+        self._fast, self.entries, self._fast_more, self._fast_calls = None, [], [], {}
         where = traceback.extract_tb(e.__traceback__)[-1] if e.__traceback__ else None
         at = f" at {os.path.relpath(where.filename, _PKG)}:{where.lineno}" if where else ""
         warnings.warn(f"lowering: a compiled program of {self.__qualname__} failed{at} "
