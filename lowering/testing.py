@@ -234,6 +234,18 @@ def assert_same_value(got: Any, want: Any, rtol: float | None = None, what: str 
         assert got == want, f"{what}: {got!r} != {want!r}"
 
 
+def stage_text(fn, spec: str, stage: str = "kernel") -> str:
+    """`python -m lowering.dump --stage STAGE` of fn on inputs of `spec`
+    (`--args`'s form: "f64[64,32] f32[] int:3")."""
+    import io
+
+    from .dump import capture, parse_spec, print_lower_stages
+
+    out = io.StringIO()
+    print_lower_stages(capture(fn, parse_spec(spec)), out, (stage,))
+    return out.getvalue()
+
+
 def assert_matches_numpy(fn, *args, rtol: float | None = None, compiled=None, calls: int = 1,
                          **kwargs) -> Any:
     """Run fn eagerly and compiled on copies of args; assert equal results and

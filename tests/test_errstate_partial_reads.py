@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 import lowering
 from lowering.dump import capture, parse_spec, print_lower_stages
+from lowering.testing import stage_text
 from tests.test_errstate_dead_ops import BACKENDS, MODES, SPECIAL, same_as_eager
 
 
@@ -145,17 +146,12 @@ def test_values_read_whole_raise_nothing_more(backend):
         same_as_eager(f, fn, x, y, mode="raise")
 
 
-def kernel_text(fn, spec: str) -> str:
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
-    return out.getvalue()
-
 
 def test_slices_that_read_all_of_a_value_cost_nothing_more():
     """`z[1:] - z[:-1]` reads every element of z: no flags pass, no buffer
     for z; each division computed where the difference needs it."""
     with np.errstate(all="warn"):
-        text = kernel_text(covering_stencil, "f64[64] f64[64]")
+        text = stage_text(covering_stencil, "f64[64] f64[64]")
     assert "loop.flags" not in text
     assert text.count("memref.alloc") == 1
     assert text.count("loop.store") == 1
@@ -168,7 +164,7 @@ def test_part_read_value_has_flags_and_no_buffer(fn):
     a `loop.flags`, no store and no buffer of its own (the one buffer is the
     result's; a gather's index constant aside)."""
     with np.errstate(all="warn"):
-        text = kernel_text(fn, "f64[64] f64[64]")
+        text = stage_text(fn, "f64[64] f64[64]")
     assert text.count("loop.flags") == 1
     assert text.count("loop.store") == 1
     assert len(re.findall(r"memref.alloc\(\) : memref<[0-9x]*f64>", text)) == 1
@@ -176,7 +172,7 @@ def test_part_read_value_has_flags_and_no_buffer(fn):
 
 def test_nothing_kept_where_errstate_ignores_everything():
     with np.errstate(all="ignore"):
-        text = kernel_text(inner_stencil, "f64[64] f64[64]")
+        text = stage_text(inner_stencil, "f64[64] f64[64]")
     assert "loop.flags" not in text
     assert text.count("arith.divf") == 2  # (z[2:] and z[1:-1], each where it is read)
 
@@ -185,7 +181,7 @@ def test_chain_read_in_part_keeps_only_its_last_op():
     """`np.log(x / y)[1:]`: the log's flags pass computes the division too,
     over all of it; one flags pass, not two."""
     with np.errstate(all="warn"):
-        text = kernel_text(chain, "f64[64] f64[64]")
+        text = stage_text(chain, "f64[64] f64[64]")
     assert text.count("loop.flags") == 1
 
 

@@ -15,19 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lowering
-from lowering.testing import TOLERANCES, assert_matches_numpy, edge_values, examples
+from lowering.testing import (TOLERANCES, assert_matches_numpy, edge_values, examples,
+                              stage_text)
 from passes.lower_to_loop import COLUMN_REDUCTION_BYTES
 
-
-def kernel_text(fn, spec: str) -> str:
-    """`python -m lowering.dump --stage kernel` of fn on inputs of `spec`."""
-    import io
-
-    from lowering.dump import capture, parse_spec, print_lower_stages
-
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
-    return out.getvalue()
 
 KINDS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 EXPRS = {
@@ -121,7 +112,7 @@ def test_the_bias_gradient_is_one_kernel_fused_with_its_producer():
         (name, ops) = ex.kernels[0][0]
         assert any("reduce" in o for o in ops) and any("compare" in o for o in ops)
         assert name == ("k1_part" if split else "k1")
-        kernel = kernel_text(bias_grad, f"f32[{rows},1024] f32[{rows},1024]")
+        kernel = stage_text(bias_grad, f"f32[{rows},1024] f32[{rows},1024]")
         assert "accumulate" in kernel
         assert ("ordered_chunks" in kernel) == split and ("threads 1" in kernel)  # (the join's)
         assert (f"threads {min(cpu.THREADS, 2)}" in kernel) == split or cpu.THREADS == 1
@@ -142,7 +133,7 @@ def test_a_kernel_runs_before_an_unrelated_matmul():
 
     x = np.ones((256, 128), np.float32)
     dh = np.ones((256, 1024), np.float32)
-    kernel = kernel_text(grads, "f32[256,128] f32[256,1024]")
+    kernel = stage_text(grads, "f32[256,128] f32[256,1024]")
     assert kernel.index("kernel.kernel") < kernel.index("loop.extern \"matmul")
     got = lowering.compile(grads, backend="cpu")(x, dh)
     want = grads(x, dh)
@@ -169,7 +160,7 @@ def test_a_column_sum_of_a_kept_value_joins_its_producer_when_small():
         h = rng.standard_normal((rows, 1024)).astype(np.float32)
         cf = lowering.compile(grad_and_bias, backend="cpu")
         assert lowering.explain(cf)(g, h).kernel_count == launches
-        kernel = kernel_text(grad_and_bias, f"f32[{rows},1024] f32[{rows},1024]")
+        kernel = stage_text(grad_and_bias, f"f32[{rows},1024] f32[{rows},1024]")
         assert ("merged" in kernel) == (launches == 1)
         got, want = cf(g, h), grad_and_bias(g, h)
         assert np.array_equal(got[0], want[0])

@@ -12,7 +12,7 @@ import pytest
 from xdsl.parser import Parser
 
 import lowering
-from lowering.testing import TOLERANCES, assert_matches_numpy, assert_same_value
+from lowering.testing import TOLERANCES, assert_matches_numpy, assert_same_value, stage_text
 from dialects import kernel as K
 from dialects import loop as L
 from lowering import dump
@@ -441,7 +441,7 @@ def test_a_merging_reshape_runs_over_its_source_dims(fn):
     x = np.random.default_rng(2).standard_normal((3, 2, 7, 9)).astype(np.float32)
     if fn is flat_of_computed:
         x = x[0]
-    text = kernel_text(fn, "f32[" + ",".join(map(str, x.shape)) + "]")
+    text = stage_text(fn, "f32[" + ",".join(map(str, x.shape)) + "]")
     assert "floordiv" not in text and " mod " not in text, text
     assert_matches_numpy(fn, x, calls=2, compiled=lowering.compile(fn, backend="cpu"))
 
@@ -452,17 +452,9 @@ def test_a_kernel_copying_a_row_of_a_big_array_stays_on_one_thread():
     def row_copy(x):
         return x[3, 1:95, 2:96] * 2
 
-    text = kernel_text(row_copy, "f32[64,96,96]")  # (a 2.4 MB buffer, 35 KB touched)
+    text = stage_text(row_copy, "f32[64,96,96]")  # (a 2.4 MB buffer, 35 KB touched)
     assert "threads 1" in text and "threads 2" not in text
 
-
-def kernel_text(fn, spec: str) -> str:
-    """`python -m lowering.dump --stage kernel` of fn on inputs of `spec`."""
-    from lowering.dump import capture, parse_spec, print_lower_stages
-
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ("kernel",))
-    return out.getvalue()
 
 
 def rolls_and_stacks(a, b):

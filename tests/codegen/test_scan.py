@@ -98,11 +98,11 @@ def test_a_one_dim_scan_indexes_its_points_without_a_division():
     one at a time, does no division per element (an int64
     `minimum.accumulate` of 10001 elements spent more on `urem` than on its
     own work). A 2-D kernel still splits its inner coordinate."""
-    from tests.passes.test_read_inside_window import stages
+    from lowering.testing import stage_text
 
-    one = stages(lambda x: np.minimum.accumulate(x), "i64[10001]", "llvm")
+    one = stage_text(lambda x: np.minimum.accumulate(x), "i64[10001]", "llvm")
     assert "urem" not in one and "udiv" not in one, one
-    two = stages(lambda x: np.cumsum(x * 2, axis=1), "f64[6,50]", "llvm")
+    two = stage_text(lambda x: np.cumsum(x * 2, axis=1), "f64[6,50]", "llvm")
     assert "urem" in two
     x = np.random.default_rng(0).integers(-50, 50, 10001)
     np.testing.assert_array_equal(lowering.compile(lambda x: np.minimum.accumulate(x))(x),

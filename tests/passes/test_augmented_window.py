@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from bench.programs.linalg import lu
 from lowering.testing import assert_matches_numpy
-from tests.passes.test_read_inside_window import stages
+from lowering.testing import stage_text
 
 
 def scale_column(A, d):
@@ -26,7 +26,7 @@ def scale_column(A, d):
 def test_lu_writes_each_column_and_update_in_place():
     """Six columns: one division kernel and one update kernel per column
     (a flags kernel may precede the first update), no copy of the matrix."""
-    text = stages(lu, "f64[7,7]", "kernel")
+    text = stage_text(lu, "f64[7,7]", "kernel")
     kernels = text.count("kernel.kernel")
     assert kernels <= 2 * 6 + 1, text
     assert text.count("memref.alloc") == 1, text  # A.copy() only
@@ -34,7 +34,7 @@ def test_lu_writes_each_column_and_update_in_place():
 
 
 def test_one_store_per_augmented_assignment():
-    text = stages(scale_column, "f64[9,5] f64[]", "kernel")
+    text = stage_text(scale_column, "f64[9,5] f64[]", "kernel")
     assert text.count("arith.mulf") == 1, text
 
 

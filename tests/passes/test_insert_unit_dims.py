@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from bench.programs.dynprog import viterbi
 from lowering.testing import assert_matches_numpy
-from tests.passes.test_read_inside_window import stages
+from lowering.testing import stage_text
 
 
 def step(delta, log_A, back, t):
@@ -37,7 +37,7 @@ def rows(x, out):
 def test_row_reductions_are_stored_into_the_rows():
     """The copy of out, then one kernel per row written: each reduction
     stored at out[2] and out[3] — no buffer of its own, no copy of it."""
-    text = stages(rows, "f64[16,64] f64[5,16]", "kernel")
+    text = stage_text(rows, "f64[16,64] f64[5,16]", "kernel")
     assert text.count("memref.alloc") == 1, text  # out's copy
     assert text.count("kernel.kernel") == 3, text
     for r in (2, 3):
@@ -48,7 +48,7 @@ def test_column_reductions_of_small_inputs_go_down_the_rows():
     """argmax(0) and max(0) of 32 x 32 (8 KiB): column kernels (`accumulate`:
     one row after another, the columns vectorized), not a strided walk down
     each column (loads at (d1, d0))."""
-    text = stages(step, "f64[32] f64[32,32] i64[20,32] int:4", "kernel")
+    text = stage_text(step, "f64[32] f64[32,32] i64[20,32] int:4", "kernel")
     assert "-> (d1, d0)>" not in text, text
     assert text.count("accumulate") >= 2, text
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from bench.programs.dynprog import knapsack
 from lowering.testing import assert_matches_numpy
-from tests.passes.test_read_inside_window import stages
+from lowering.testing import stage_text
 
 
 def item(x):
@@ -35,7 +35,7 @@ def test_a_shifted_read_is_one_kernel_walked_backwards():
     """The item's update: one kernel after the one making best, storing
     into best's buffer at 100000 - d0 (walked backwards), its points in
     order (`accumulate`); no buffer for the new part, no copy."""
-    text = stages(item, "f64[100001]", "kernel")
+    text = stage_text(item, "f64[100001]", "kernel")
     assert text.count("memref.alloc") == 1, text
     assert text.count("kernel.kernel") == 2, text
     assert "loop.store %11, %1[affine_map<(d0) -> (((d0 * -1) + 100000))>]" in text, text
@@ -43,7 +43,7 @@ def test_a_shifted_read_is_one_kernel_walked_backwards():
 
 
 def test_shifts_both_ways_are_staged():
-    text = stages(both_ways, "f64[500]", "kernel")
+    text = stage_text(both_ways, "f64[500]", "kernel")
     assert text.count("memref.alloc") == 2, text  # b, and the new part's buffer
     assert "accumulate" not in text, text
 

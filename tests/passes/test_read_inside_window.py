@@ -19,7 +19,6 @@ same order) and numpy's floating-point errors:
 
 from __future__ import annotations
 
-import io
 import warnings
 
 import numpy as np
@@ -27,8 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lowering
-from lowering.dump import capture, parse_spec, print_lower_stages
-from lowering.testing import arrays, assert_matches_numpy
+from lowering.testing import arrays, assert_matches_numpy, stage_text
 
 
 def fir(x, h):
@@ -39,18 +37,12 @@ def fir(x, h):
     return y
 
 
-def stages(fn, spec: str, stage: str) -> str:
-    out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, (stage,))
-    return out.getvalue()
-
-
 def test_taps_fuse_into_one_pass():
     """16 taps over 40000 samples: the first tap's kernel, one tiny kernel
     per later tap, and one kernel computing every tap over y[15:] — not a
     pass over y per tap; no flags kernel (every element is read)."""
     with np.errstate(all="warn"):
-        text = stages(fir, "f64[40000] f64[16]", "loop")
+        text = stage_text(fir, "f64[40000] f64[16]", "loop")
     assert "loop.flags" not in text
     maps = [int(m) for m in __import__("re").findall(r"loop\.map \[(\d+)\]", text)]
     big = [m for m in maps if m > 100]
@@ -131,7 +123,7 @@ def test_a_slice_across_the_window_is_read_in_pieces():
     division fused into both pieces (sink-concat), no array for the
     assignment, no flags kernel (every element of the difference is read)."""
     with np.errstate(all="warn"):
-        text = stages(moving_average, "f64[40000] int:100", "loop")
+        text = stage_text(moving_average, "f64[40000] int:100", "loop")
     assert "loop.flags" not in text
     assert text.count("loop.kernel") == 3, text  # the cumsum, then one kernel per piece
     g = np.random.default_rng(2)
