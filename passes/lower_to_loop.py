@@ -1229,10 +1229,7 @@ class Lowering:
             if v not in self.buffer:
                 SharedRowsEmitter(self, v, self._alloc(v)).emit()
             return
-        if not generated(op) or (isinstance(op, A.ConstantOp) and _NUMPY_LOOPS.get()):
-            # (a constant given a buffer — an extern's operand, an output — is
-            # made by numpy, where the runtime makes it once (`hoist_constants`),
-            # not by a kernel on every call)
+        if not generated(op):
             results = list(op.results) if v.owner is op else [v]  # (v: a rounded product's cast)
             if all(r in self.buffer for r in results):
                 return  # one extern makes all of a routine's results
