@@ -140,17 +140,15 @@ def generated(op: Operation) -> bool:
         # float16 converts through compiler-rt routines (__truncdfhf2, ...) that
         # a JIT process may not have: numpy runs float16 ops (an extern)
         return False
+    if _power(op) and shape_class(op) == "power":  # (the cost model's: float pow only)
+        return path_choice(op).path == "generated"
     if isinstance(op, A.UfuncOp):
         u = U.UFUNCS.get(op.fn.data)
         if u is None:
             return False
         if u.gen == "float" and isinstance(op.inputs[0].type.element_type, IntegerType):
             return False  # numpy raises for negative integer powers; 1/0 rules
-        if u.generated and shape_class(op) == "power":
-            return path_choice(op).path == "generated"
         return u.generated
-    if op.name == "math.powf" and shape_class(op) == "power":
-        return path_choice(op).path == "generated"
     if isinstance(op, A.ConstantOp):
         return not op.value.data.startswith("bytes:")
     if isinstance(op, A.ReduceOp) and column_reduction(op):
@@ -240,6 +238,11 @@ def _narrow_shape(op: A.DotOp) -> bool:
             and not blas_operand(op.lhs)[1])
 
 
+def _power(op: Operation) -> bool:
+    """`x ** y`: the ufunc, or the op decompose makes of it."""
+    return op.name == "math.powf" or isinstance(op, A.UfuncOp) and op.fn.data == "power"
+
+
 def shape_class(op: Operation) -> str | None:
     """The cost model's class of an op that both a generated kernel and a
     library routine can compute (`passes/cost_model.py`), else None."""
@@ -250,8 +253,7 @@ def shape_class(op: Operation) -> str | None:
             return "matmul-narrow"
     elif isinstance(op, A.ReduceOp) and awkward_reduction(op) and not accumulated(op):
         return "column-any" if op.kind.data in ("any", "all") else "column-reduction"
-    elif ((op.name == "math.powf" or isinstance(op, A.UfuncOp) and op.fn.data == "power")
-          and _NUMPY_LOOPS.get() and str(op.results[0].type.element_type) in ("f32", "f64")
+    elif (_power(op) and _NUMPY_LOOPS.get() and str(op.results[0].type.element_type) in ("f32", "f64")
           and all(o.type.element_type == op.results[0].type.element_type for o in op.operands)):
         return "power"
     return None
@@ -767,6 +769,8 @@ class Lowering:
         self.columns: dict[A.DotOp, SSAValue] = {}
         self._extern_views: dict[Operation, list | None] = {}
         self._write_modes: dict[Operation, str | None] = {}
+        # an "ordered" slice assignment's dims walked backwards (`slice_write`)
+        self.backwards: dict[Operation, tuple[int, ...]] = {}
         self.inserted: list[Operation] = []
         # the cost model's choices, decided on the function as written
         self.shared: dict[A.DotOp, SharedRows] = {}  # product -> what its pass computes
@@ -1143,7 +1147,8 @@ class Lowering:
         generated code cannot do (float16: a numpy routine). Memoized; an
         assignment found to clobber a value read later (`read`) is copied."""
         if op not in self._write_modes:
-            mode = None if op in self.not_in_place else slice_write(op, self.uses, self.order)
+            mode, self.backwards[op] = ((None, ()) if op in self.not_in_place
+                                        else slice_write(op, self.uses, self.order))
             if mode is None and isinstance(op, A.InsertSliceOp) and not any(
                     _half(v) for v in (op.source, op.dest)) and (
                     op.source.type.element_type == op.dest.type.element_type):
@@ -1310,7 +1315,8 @@ def in_place(op: Operation, uses: Counter) -> bool:
             and op.source.type.element_type == op.dest.type.element_type)
 
 
-def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> str | None:
+def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]
+                ) -> tuple[str | None, tuple[int, ...]]:
     """How a slice assignment is written into its destination's own buffer
     instead of a copy of all of it (numpy's way: `x[w] = ...` writes into
     x): "direct" — `in_place`, or a destination otherwise read only by ops
@@ -1321,23 +1327,24 @@ def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> st
     "ordered" — the same, but the new part also reads the window's points
     shifted by a constant (`best[w:] = np.maximum(best[w:], best[:-w] + v)`),
     all of them in directions one order of the points serves: each point is
-    read before the point that writes over it runs (`write_order` gives
-    the dims walked backwards); the kernel's points run in that order, on
-    one thread; "staged" — the new part reads the destination where the
+    read before the point that writes over it runs; the kernel's points run
+    in that order, on one thread (the second of the pair: the dims of the
+    new part, counting only those of more than one point, walked
+    backwards; () for the other modes); "staged" — the new part reads the destination where the
     window overlaps it otherwise (`x[0] = x.sum()`, shifts both ways): it
     is computed into a buffer of its own first (reading the old values, as
     numpy's temporary does), then copied into the window; None — neither
     (`order`: each op's position in the block: a value made before the
     destination cannot read it, so the walk of the new part stops there)."""
     if in_place(op, uses):
-        return "direct"
+        return "direct", ()
     if (not isinstance(op, A.InsertSliceOp) or isinstance(op.dest, BlockArgument)
             or any(_half(v) for v in (op.source, op.dest))
             or op.source.type.element_type != op.dest.type.element_type):
-        return None
+        return None, ()
     window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
     if window is None:
-        return None
+        return None, ()
     expr, reads = _new_part(op, order)
     # every other reader: the new part, or ops placed before op (through
     # views). Whether each really reads dest before op's kernel writes over
@@ -1353,37 +1360,24 @@ def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]) -> st
         if is_view(user):
             todo.extend(u.operation for u in user.results[0].uses)
         elif user.parent_block() is not op.parent_block() or not user.is_before_in_block(op):
-            return None
+            return None, ()
     shifts = []
     for box, pointwise in reads:
         if box is None:  # the destination itself, or an unknown slice of it
-            return "staged"
+            return "staged", ()
         if _disjoint(box, window):
             continue
         shift = _shift(box, window) if pointwise else None
         if shift is None:
-            return "staged"
+            return "staged", ()
         if any(shift):
             shifts.append(shift)
     if not shifts:
-        return "direct"
-    if _walked_backwards(shifts) is None or not all(
-            is_elementwise(v.owner) or is_view(v.owner) for v in expr):
-        return "staged"
-    return "ordered"
-
-
-def write_order(op: A.InsertSliceOp, order: dict[Operation, int]) -> tuple[int, ...]:
-    """For an "ordered" slice assignment (`slice_write`): the dims of its
-    new part (counting only those of more than one point) that its kernel
-    walks backwards."""
-    window = _box(A.ints(op.start), A.ints(op.step), op.source.type.get_shape())
-    _, reads = _new_part(op, order)
-    shifts = [s for box, pointwise in reads if pointwise and box is not None
-              and not _disjoint(box, window) and (s := _shift(box, window)) and any(s)]
+        return "direct", ()
     backwards = _walked_backwards(shifts)
-    assert backwards is not None
-    return backwards
+    if backwards is None or not all(is_elementwise(v.owner) or is_view(v.owner) for v in expr):
+        return "staged", ()
+    return "ordered", backwards
 
 
 def _new_part(op: A.InsertSliceOp, order: dict[Operation, int]) -> tuple[set, list]:
@@ -2148,13 +2142,12 @@ class InsertEmitter(KernelEmitter):
         return tuple(const(a) + e * c for e, (a, c) in zip(idx, self.window))
 
     def point(self, shape) -> Index:
-        """An "ordered" assignment (`slice_write`) walks the dims
-        `write_order` names backwards: point d computes and stores
-        at n - 1 - d there."""
+        """An "ordered" assignment (`slice_write`) walks the dims it names
+        backwards: point d computes and stores at n - 1 - d there."""
         idx = super().point(shape)
         if self.lw.write_mode(self.root.owner) != "ordered":
             return idx
-        backwards = write_order(self.root.owner, self.lw.order)
+        backwards = self.lw.backwards[self.root.owner]
         big = [i for i, n in enumerate(shape) if n != 1]
         return tuple(const(shape[i] - 1) - e if i in big and big.index(i) in backwards else e
                      for i, e in enumerate(idx))

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 
 import llvmlite.binding as llvm
 
@@ -251,23 +252,25 @@ def pool() -> ThreadPoolExecutor:
     return _pool
 
 
-def run_chunks(calls: list) -> None:
-    """Run the calls (Python work that releases the GIL: numpy routines on
+def run_chunks(calls: list) -> list:
+    """Run the calls (work that releases the GIL: kernels, numpy routines on
     chunks of an array), the first on the calling thread, the others on the
-    Python pool; the first error raised, once all are done."""
+    Python pool; their results in order, or the first error raised, once all
+    are done."""
     futs = [pool().submit(c) for c in calls[1:]]
-    error = None
+    error, out = None, []
     try:
-        calls[0]()
+        out.append(calls[0]())
     except BaseException as e:
         error = e
     for f in futs:
         try:
-            f.result()
+            out.append(f.result())
         except BaseException as e:
             error = error or e
     if error is not None:
         raise error
+    return out
 
 
 _native = None  # runtime/pool.py, imported at the first split launch
@@ -297,8 +300,8 @@ def launch(fn, work: int, bufs, status, threads: int, linger: int = 0) -> int:
                 np_.busy.release()
         return fn(0, work, bufs, status)  # (another thread's job holds the pool)
     bounds = [work * i // threads for i in range(threads + 1)]
-    futs = [pool().submit(fn, bounds[i], bounds[i + 1], bufs, status) for i in range(1, threads)]
-    flags = fn(bounds[0], bounds[1], bufs, status)
-    for f in futs:
-        flags |= f.result()
+    flags = 0
+    for f in run_chunks([partial(fn, bounds[i], bounds[i + 1], bufs, status)
+                         for i in range(threads)]):
+        flags |= f
     return flags

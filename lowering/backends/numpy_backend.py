@@ -345,16 +345,16 @@ def _ufunc_into(uf: np.ufunc) -> Callable[[Operation], Callable | None]:
 
 # the op classes whose INTO rule is a ufunc: it broadcasts its operands to
 # its output itself
-BROADCASTING = frozenset({A.UfuncOp, *(U.upstream_class(name) for name, uf in U.UPSTREAM.items()
-                                       if isinstance(getattr(np, uf), np.ufunc))})
+_UPSTREAM_UFUNCS = {U.upstream_class(name): getattr(np, uf) for name, uf in U.UPSTREAM.items()
+                    if isinstance(getattr(np, uf), np.ufunc)}
+BROADCASTING = frozenset({A.UfuncOp, *_UPSTREAM_UFUNCS})
 
 # op class -> rule(op): the op's routine writing its one result into a given
 # array (`run(*inputs, out)`), or None where it cannot (`routines.into`)
 INTO_RULES: dict[type, Callable[[Operation], Callable | None]] = {
     A.RoutineOp: _routine_into,
     A.UfuncOp: lambda op: _ufunc_into(getattr(np, op.fn.data))(op),
-    **{U.upstream_class(name): _ufunc_into(getattr(np, uf)) for name, uf in U.UPSTREAM.items()
-       if isinstance(getattr(np, uf), np.ufunc)},
+    **{cls: _ufunc_into(uf) for cls, uf in _UPSTREAM_UFUNCS.items()},
 }
 
 
