@@ -379,18 +379,20 @@ def rows_contracted(op: Operation) -> tuple[SSAValue, SSAValue, int] | None:
 
 
 # the longest row of A a shared pass takes: the pass reads the row in its
-# reductions, then again in the map that adds it into the output, which it
-# loads and stores; with row and output in L1 (2 x 4 KiB of a 32-48 KiB L1d)
-# the second reads are cheap. Measured (2 cores, against BLAS on both): 32 KB
-# rows ran at half the speed of 1 KB rows (4000x4000 float64: 10 ms,
-# 100000x128: 4.1 ms; BLAS 7.0 and 11.5), 8 KB rows lost to BLAS by 1.1-1.3x
-# (30000x1024 float64), 4 KB rows won or tied (30000x1024 float32: 5.4-6.6
-# against 9.6-10 ms). Split across 2 threads (`SharedRowsEmitter`), 8 KB rows
-# won where A streams from memory (30000x1024 float64: 11.3 against 16.2 ms)
-# and lost where it does not (1000x1000 float64: 0.32 against 0.13 ms); 32 KB
-# rows tied (4000x4000 float64: 7.8 against 8.3 ms, `(A @ x) @ A` 7.5 against
-# 7.5): longer rows would need rates of their own in the cost model
-SHARED_ROW_BYTES = 4 << 10
+# reductions, then again from cache in the map that adds it into the output,
+# which it loads and stores; where A comes from memory it reads it from there
+# once against BLAS's twice. Measured (2 cores, Intel AVX-512, 256-bit
+# vectors: `schedule.SHARED_ROWS_VECTOR_BITS`; the calibration's best calls,
+# against the two BLAS calls): 600x600 float64 61-76 against 153-218 us,
+# 1000x1000 227-325 against 267-281, 30000x1024 11.0-11.2 against 15.4-17.2
+# ms: up to 8 KiB rows the cost model's rates decide, one rate for every row
+# length (fitted with rows over 4 KiB counted as read twice, the table chose
+# the slower path in 20 of 160 cases, without in 8). Longer rows leave less
+# of L1 to the output and x, and lost where the rates fitted on shorter ones
+# predicted a win: 16 KiB rows, 4000x4000 float32 2.3-2.5 ms against 2.1,
+# 200x4000 float32 102-110 us against 78-81; 32 KiB, 4000x4000 float64 7.1-7.3
+# ms against 6.1-6.7 (predicted 4.1): BLAS's
+SHARED_ROW_BYTES = 8 << 10
 
 # rows a shared pass takes per point (`SharedRowsEmitter`): their products'
 # reductions are independent chains (one pass over the block's rows), the
@@ -401,6 +403,36 @@ SHARED_ROW_BYTES = 4 << 10
 # 50000x128 1.93 -> 1.10-1.30 ms, 20000x256 0.96 -> 0.62 ms (numpy 1.2-1.9,
 # 0.90); 4000x4000 float64 (32 KB rows, 4 per point) 7.1 -> 8.9 ms
 SHARED_ROW_BLOCK = 4
+# ... and where the values between the products and the vector hold
+# transcendentals or divisions (`SharedRows.row_ops`), which the pass computes
+# for a block's rows side by side (`_row_values_as_vector`): 8 rows, one
+# vector of 8 float32 lanes at 256 bits (SHARED_ROWS_VECTOR_BITS)
+SHARED_VECTOR_ROWS = 8
+# ... on rows of at least this many bytes: the rows' products reach that
+# vector through memory (stored one by one, loaded as one vector: a load the
+# stores cannot forward to, which waits for them), a delay that rows of 32
+# float32 elements do not hide. Measured (the logistic gradient, float32, us
+# a call, one block's values side by side / one row at a time): 500x32 4.4 /
+# 2.2, 512x32 3.0 / 2.4-2.7, 4096x64 21 / 31, 1024x128 10-13 / 15, 50000x128
+# 550-790 / 760-830
+SHARED_VECTOR_ROW_BYTES = 256
+
+
+# what a transcendental or division computed one row at a time (with its
+# floating-point checks) counts in the rows of `shared_rows_work`: fitted to
+# two calibrations' times (the table's choice within 10% of the faster path
+# in 118-119 of 124 cases at 1, 2, 4, 8 and 16 each; at 1 and 2 one of them
+# put the 500x32 float32 logistic gradient on the pass, 6.2-7.3 us against
+# BLAS's 2.5-2.7, at 8 and 16 neither)
+SCALAR_ROW_OP_ROWS = 8
+
+
+def vector_rows(row_bytes: int, row_ops: int) -> bool:
+    """Whether the pass computes the values between a block's products and
+    the vector side by side (`SharedRowsEmitter._row_values_as_vector`):
+    where they hold transcendentals or divisions (`row_ops`), on rows of at
+    least SHARED_VECTOR_ROW_BYTES."""
+    return row_ops > 0 and row_bytes >= SHARED_VECTOR_ROW_BYTES
 # a column reduction split into chunks of rows for a GPU (`column_split`)
 # takes chunks of at least this many rows: each program then loads at least
 # this many rows of its block of columns, and the join adds m / this or
@@ -412,12 +444,14 @@ SHARED_BLOCK_BYTES = 16 << 10
 
 def shared_row_block(m: int, row_bytes: int, shared: "SharedRows") -> int:
     """The rows per point of the shared pass over an (m, k) matrix: the
-    largest of SHARED_ROW_BLOCK, its halves, ..., 1 that divides m (no
-    remainder rows) and keeps the block within SHARED_BLOCK_BYTES, where
-    each row product is read at row i (`products`)."""
+    largest of SHARED_ROW_BLOCK (SHARED_VECTOR_ROWS where the values between
+    are computed side by side, `vector_rows`), its halves, ..., 1 that
+    divides m (no remainder rows) and keeps the block within
+    SHARED_BLOCK_BYTES, where each row product is read at row i
+    (`products`)."""
     if any(str(idx[0]) != str(dim(0)) for _, idx in shared.products):
         return 1
-    r = SHARED_ROW_BLOCK
+    r = SHARED_VECTOR_ROWS if vector_rows(row_bytes, shared.row_ops) else SHARED_ROW_BLOCK
     while r > 1 and (m % r or r * row_bytes > SHARED_BLOCK_BYTES):
         r //= 2
     return r
@@ -538,7 +572,8 @@ def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int,
     products by A's rows into `product_cols` columns each, and `row_ops`
     transcendentals and divisions between: the generated pass reads A once,
     the products' W and writes the output, and runs each row's scalar work
-    (its rows count 1 + row_ops per row of A); BLAS reads A once per product
+    (its rows count 1 + row_ops per row of A; row_ops / SHARED_VECTOR_ROWS
+    where a block's rows compute them side by side, `vector_rows`); BLAS reads A once per product
     and writes the products and v, which the next routine reads back. An A
     bigger than SHARED_CACHE_BYTES is the
     "streamed" variant, with rates of its own: its passes come from memory,
@@ -548,9 +583,12 @@ def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int,
     a, s = m * k * itemsize, itemsize
     w, out = k * sum(product_cols) * s, k * s
     between = m * (sum(product_cols) + 1) * s
+    # (a block's rows side by side: their row_ops once per SHARED_VECTOR_ROWS rows)
+    scalar = (row_ops / SHARED_VECTOR_ROWS if vector_rows(k * s, row_ops)
+              else row_ops * SCALAR_ROW_OP_ROWS)
     return cm.Work(a + w + out, a * (1 + len(product_cols)) + w + out + 2 * between,
                    2 * m * k * (1 + sum(product_cols)), m,
-                   "streamed" if a > SHARED_CACHE_BYTES else "plain", m * (1 + row_ops))
+                   "streamed" if a > SHARED_CACHE_BYTES else "plain", m * (1 + scalar))
 
 
 # where a matrix's passes stop coming from cache: half of schedule's STREAM_BYTES
@@ -2191,15 +2229,17 @@ class _OrderedEmitter(KernelEmitter):
         self.lw.out.add_op(k)
 
     def _close_chunks(self, n: int, partial: SSAValue, out: SSAValue, kept, out_idx,
-                      combine, what: str) -> None:
+                      combine, what: str, attrs: dict | None = None) -> None:
         """Close the kernel built so far as `k<i>_part` (`ordered_chunks` n:
-        chunk c's rows, in order, into row c of `partial`), then build
-        `k<i>_join`: a map over `kept` storing into `out` at `out_idx(point)`
-        the n partials combined in chunk order (`combine(total, p)`)."""
+        chunk c's rows, in order, into row c of `partial`; with `attrs`
+        too), then build `k<i>_join`: a map over `kept` storing into `out`
+        at `out_idx(point)` the n partials combined in chunk order
+        (`combine(total, p)`)."""
         d = describe(self.root.owner)
         name = self.k.sym_name.data
         self.k.sym_name = StringAttr(f"{name}_part")
-        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64)})
+        self._close({"accumulate": UnitAttr(), "ordered_chunks": IntegerAttr(n, i64),
+                     **(attrs or {})})
         self.buf = out
         self._open(kept, 0)
         self.k.sym_name = StringAttr(f"{name}_join")
@@ -2438,8 +2478,11 @@ class SharedRowsEmitter(_OrderedEmitter):
                 if describe(z) not in self.fused:
                     self.fused.append(describe(z))
         self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
-        vis = [self.value_at(vec, (row, const(0)) if axis == 0 else (const(0), row))
-               for row in rows]
+        if r_ > 1 and vector_rows(k * from_ir(el).itemsize, shared.row_ops):
+            vis = self._row_values_as_vector(a, vec, axis, rows, r_)
+        else:
+            vis = [self.value_at(vec, (row, const(0)) if axis == 0 else (const(0), row))
+                   for row in rows]
         # block i is in chunk (n i + n - 1) floordiv mb, and first in it where
         # (n i + n - 1) mod mb < n (for n <= mb)
         at = dim(0) * n + (n - 1)
@@ -2469,12 +2512,55 @@ class SharedRowsEmitter(_OrderedEmitter):
         if d not in self.fused:
             self.fused.append(d)
         if n == 1:
-            self._close({"accumulate": UnitAttr()})
+            self._close({"accumulate": UnitAttr(), "shared_rows": UnitAttr()})
             return
         # the join: out[j] = partial[0, j] + ... + partial[n - 1, j]
         self._close_chunks(n, partial.memref, out, (k,),
                            lambda at: (*at, const(0)) if axis == 0 else (const(0), *at),
-                           lambda t, p: self._emit(arith.AddfOp(t, p)), "partial sums")
+                           lambda t, p: self._emit(arith.AddfOp(t, p)), "partial sums",
+                           {"shared_rows": UnitAttr()})
+
+
+    def _row_values_as_vector(self, a: SSAValue, vec: SSAValue, axis: int, rows: list,
+                              r_: int) -> list[SSAValue]:
+        """The vector's elements at the block's rows computed side by side: the
+        rows' products stored into a scratch buffer (M, P), then a map over
+        the block's r_ rows (`any_width`: vectorized across them, however
+        few) computes the values between from them into a buffer (M,), which
+        the rows' map reads back one scalar each. One row at a time, the
+        values between (an exp and a division for a logistic gradient) ran
+        scalar, with their floating-point checks: most of the pass's time
+        on narrow rows."""
+        shared = self.lw.shared[self.root.owner]
+        m = a.type.get_shape()[0]
+        el = vec.type.element_type
+        keys = list(dict.fromkeys((z, str(idx[1])) for z, idx in shared.products))
+        scratch = memref.AllocOp([], [], MemRefType(el, [m, len(keys)]))
+        values = memref.AllocOp([], [], MemRefType(el, [m]))
+        self.lw.out.add_op(scratch)
+        self.lw.out.add_op(values)
+        cols = {key: p for p, key in enumerate(keys)}
+        for row in rows:  # each row's products, as the reductions left them
+            for z, idx in shared.products:
+                r = self.kmemo[(z.result, (str(row), str(idx[1])))]
+                self.kblock.add_op(L.StoreOp(r, scratch.memref, self.dims, AffineMap(
+                    1, 0, (row, const(cols[(z, str(idx[1]))])))))
+        block_map = L.MapOp([r_])
+        block_map.attributes["any_width"] = UnitAttr()
+        self.kblock.add_op(block_map)
+        self.block = block_map.body.block
+        self.dims, self.memo = list(self.kblock.args) + list(self.block.args), {}
+        row = dim(0) * r_ + dim(1)
+        for z, idx in shared.products:
+            self.memo[(z.result, (str(row), str(idx[1])))] = self._emit(L.LoadOp(
+                scratch.memref, self.dims, AffineMap(2, 0, (row, const(cols[(z, str(idx[1]))])))))
+        v = self.value_at(vec, (row, const(0)) if axis == 0 else (const(0), row))
+        self.block.add_op(L.StoreOp(v, values.memref, self.dims, AffineMap(2, 0, (row,))))
+        self.block.add_op(L.YieldOp())
+        self.used_buffers += [scratch.memref, values.memref]
+        self.block, self.dims, self.memo = self.kblock, list(self.kblock.args), {}
+        return [self._emit(L.LoadOp(values.memref, self.dims, AffineMap(1, 0, (r,))))
+                for r in rows]
 
 
 class ScanEmitter(_OrderedEmitter):

@@ -244,6 +244,7 @@ class KernelCodegen:
         block = self.k.body.block
         ops = [op for op in block.ops if not isinstance(op, (L.YieldOp, K.ParamOp))]
         self.split_map = self.k.split.data == "map"
+        self.any_width = False  # (emitting a map marked `any_width`)
         self.vals: dict[SSAValue, ir.Value] = {}
         for op in block.ops:
             if isinstance(op, K.ParamOp):
@@ -435,6 +436,9 @@ class KernelCodegen:
         base = self.k.attributes.get("base_width")
         if base is not None and isinstance(n, int):
             while w > base.value.data and n < w:
+                w //= 2
+        if self.any_width and isinstance(n, int):  # (a map over a block's rows: 2 lanes at least)
+            while w > 2 and n < w:
                 w //= 2
         return w if not isinstance(n, int) or n >= w else 1
 
@@ -847,7 +851,11 @@ class KernelCodegen:
         args = list(op.body.block.args)
 
         def loops():
-            self.region_loops(ranges, args, lambda w: self.emit_ops(body, w), lo, hi)
+            self.any_width = "any_width" in op.attributes
+            try:
+                self.region_loops(ranges, args, lambda w: self.emit_ops(body, w), lo, hi)
+            finally:
+                self.any_width = False
 
         aligned = self.streaming_aligned(op, body, ranges, lo)
         if aligned is None:

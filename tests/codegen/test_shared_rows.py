@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import lowering
-from lowering.testing import TOLERANCES, assert_matches_numpy, examples
+from lowering.testing import TOLERANCES, assert_matches_numpy, examples, stage_text
 from passes import cost_model
 
 FORCED = "matmul-shared-rows"
@@ -118,13 +118,14 @@ def test_shared_passes_match_numpy_exactly_on_exact_sums(case):
 
 
 @examples(0.5)
-@given(dt=st.sampled_from([np.float32, np.float64]), m=st.sampled_from([17, 300, 2049]),
+@given(dt=st.sampled_from([np.float32, np.float64]), m=st.sampled_from([17, 64, 300, 2049]),
        k=st.sampled_from([8, 100, 256]), seed=st.integers(0, 2**32 - 1))
 def test_logistic_gradients_are_within_the_products_bound(dt, m, k, seed):
     """Each element within the reduction tolerance (over the M rows and the
     K columns summed) of the bound |X|^T (|p - y| + |X| |w| |p'|), p' <= 1/4
     the sigmoid's slope: the error of X @ w moves p by at most a quarter of
-    it."""
+    it. (M 64 and 300 with K 100 or 256: the sigmoids of a block's rows
+    side by side, 8 and 4 rows a block.)"""
     rng = np.random.default_rng(seed)
     X = (rng.standard_normal((m, k)) * 10.0 ** rng.integers(-2, 2, (m, k))).astype(dt)
     y = (rng.random(m) > 0.5).astype(dt)
@@ -234,17 +235,57 @@ def test_a_matrix_laid_out_by_columns_is_not_read_by_rows():
         assert_matches_numpy(atax, a, w, w)
 
 
-def test_rows_longer_than_the_pass_keeps_in_cache_stay_blas():
-    """The pass re-reads each row and the output from cache: rows beyond
-    SHARED_ROW_BYTES (4 KiB) would come from L2 at each row: BLAS's."""
+def test_rows_longer_than_the_pass_takes_stay_blas():
+    """Rows of up to SHARED_ROW_BYTES (8 KiB, a 1024-element float64 row)
+    are the class's (the cost model decides); longer ones lost to BLAS
+    where the rates predicted a win: BLAS's."""
     from passes.lower_to_loop import SHARED_ROW_BYTES
 
+    assert SHARED_ROW_BYTES == 8 << 10
     rng = np.random.default_rng(0)
     for k, blas in ((SHARED_ROW_BYTES // 8, False), (SHARED_ROW_BYTES // 8 + 1, True)):
         a, w = rng.standard_normal((40, k)), rng.standard_normal((k, 2))
         with cost_model.forced({FORCED: "generated"}):
             assert uses_blas(atax, a, w, w) == blas, k
             np.testing.assert_allclose(lowering.compile(atax)(a, w, w), atax(a, w, w), rtol=1e-10)
+
+
+@pytest.mark.parametrize("m, k", [(37, 513), (64, 777), (33, 1024)])
+def test_long_rows_match_numpy_exactly(m, k):
+    """Rows longer than L1 keeps beside the output (over 4 KiB), each
+    program forced onto the pass: integer-valued float64 sums are exact in
+    any order, so the results are numpy's bit for bit, a NaN and
+    infinities included."""
+    rng = np.random.default_rng(k)
+    a = rng.integers(-2, 3, (m, k)).astype(np.float64)
+    w = rng.integers(-1, 2, (k, 3)).astype(np.float64)
+    c = rng.integers(-2, 3, (m, 3)).astype(np.float64)
+    a[m // 2, k // 3] = np.nan
+    a[m - 1, k - 1] = -np.inf
+    for name, fn in PROGRAMS.items():
+        with cost_model.forced({FORCED: "generated"}), np.errstate(all="ignore"):
+            assert not uses_blas(fn, a, w, c), (name, kernels(fn, a, w, c))
+            assert_matches_numpy(fn, a, w, c, rtol=0.0, calls=2, compiled=lowering.compile(fn))
+
+
+def test_the_pass_takes_vectors_of_256_bits_at_most():
+    """`schedule.SHARED_ROWS_VECTOR_BITS`: compiled for 512-bit vectors, the
+    pass's kernel takes 256 (4 float64 lanes; where A streams from memory it
+    ran 1.4-1.9x faster so), a pointwise kernel of the same program 512."""
+    from runtime import cpu
+
+    def program(a, w, c):
+        return atax(a, w, c) * 2.0 + 1.0, a * 3.0
+
+    with cpu.vector_width(512), cost_model.forced({FORCED: "generated"}):
+        text = stage_text(program, "f64[4000,64] f64[64,2] f64[4000,2]", stage="kernel")
+    kernels_ = {}  # name: (vector width, has a reduction)
+    for part in text.split('kernel.kernel "')[1:]:
+        name, width = re.match(r'(\w+)".*? vector (\d+) : i64', part).groups()
+        kernels_[name] = (int(width), "loop.reduce" in part.split("kernel.kernel")[0])
+    shared = [w for w, reduces in kernels_.values() if reduces]
+    assert shared and set(shared) == {4}, kernels_
+    assert 8 in [w for w, reduces in kernels_.values() if not reduces], kernels_
 
 
 # ---- the pass split across threads --------------------------------------------
@@ -423,18 +464,25 @@ def test_the_split_pass_runs_on_the_threads_of_a_fresh_process():
         assert max(res["threads"]) == n, (n, res)  # (the part: one chunk per thread)
 
 
-@pytest.mark.parametrize("m, k, dt, block", [
-    (64, 32, "f32", 4), (66, 32, "f32", 2), (65, 32, "f32", 1),
-    (64, 1024, "f32", 4), (64, 512, "f64", 4)])
-def test_a_point_takes_a_block_of_rows(m, k, dt, block):
-    """`shared_row_block`: up to SHARED_ROW_BLOCK rows per point where they
-    divide M and fit SHARED_BLOCK_BYTES together (rows of SHARED_ROW_BYTES
-    at most: 4 fit); each row's product is its
-    own reduction (one of each per row, none computed twice), and the map
-    adds the block's rows into the output once per point."""
-    from passes.lower_to_loop import SHARED_BLOCK_BYTES, SHARED_ROW_BLOCK
+@pytest.mark.parametrize("m, k, dt, block, side_by_side", [
+    (64, 32, "f32", 4, False), (66, 32, "f32", 2, False), (65, 32, "f32", 1, False),
+    (64, 64, "f32", 8, True), (60, 64, "f32", 4, True), (64, 1024, "f32", 4, True),
+    (64, 512, "f64", 4, True), (63, 512, "f64", 1, False)])
+def test_a_point_takes_a_block_of_rows(m, k, dt, block, side_by_side):
+    """`shared_row_block`: up to SHARED_ROW_BLOCK rows per point (with an
+    exp and a division between, on rows of SHARED_VECTOR_ROW_BYTES or more:
+    SHARED_VECTOR_ROWS) where they divide M and fit SHARED_BLOCK_BYTES
+    together; each row's product is its own reduction (one of each per row,
+    none computed twice), and the map adds the block's rows into the output
+    once per point. Side by side (`vector_rows`): the block's products
+    stored, the sigmoids computed in one map over the block's rows
+    (`any_width`) into a buffer the rows' map reads one scalar each from;
+    else one row at a time, in the point's own code."""
+    from passes.lower_to_loop import (SHARED_BLOCK_BYTES, SHARED_ROW_BLOCK, SHARED_VECTOR_ROW_BYTES,
+                                      SHARED_VECTOR_ROWS)
 
-    assert SHARED_ROW_BLOCK == 4 and SHARED_BLOCK_BYTES == 16 << 10
+    assert SHARED_ROW_BLOCK == 4 and SHARED_VECTOR_ROWS == 8 and SHARED_BLOCK_BYTES == 16 << 10
+    assert SHARED_VECTOR_ROW_BYTES == 256
     with cost_model.forced({FORCED: "generated"}):
         text = loop_text(logistic_gradient, f"{dt}[{m},{k}] {dt}[{m}] {dt}[{k}]")
     k1 = text[text.index('kernel.kernel "k1"'):]
@@ -442,4 +490,12 @@ def test_a_point_takes_a_block_of_rows(m, k, dt, block):
         k1 = k1[:k1.index("kernel.kernel", 1)]
     assert f"parallel [{m // block}]" in k1, k1
     assert k1.count("loop.reduce") == block
-    assert k1.count("loop.store") == 1
+    assert k1.count("math.exp") == (1 if side_by_side else block)
+    if side_by_side:
+        maps = k1.split("loop.map")[1:]
+        assert len(maps) == 2 and f"[{block}]" in maps[0] and "any_width" in maps[0], k1
+        assert "math.exp" in maps[0] and "math.exp" not in maps[1]
+        # the block's products stored, their sigmoids stored, the output stored
+        assert k1.count("loop.store") == block + 2
+    else:
+        assert k1.count("loop.map") == 1 and k1.count("loop.store") == 1

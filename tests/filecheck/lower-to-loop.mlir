@@ -108,57 +108,69 @@ builtin.module {
 
   // a logistic-regression gradient over X (50000x128, 25.6 MB): X @ w, the
   // sigmoid and X.T @ (p - y) are one ordered kernel over X's rows (X read
-  // once, not once per product), 4 rows per point: the rows' dot products 4
-  // reductions, the point-wise ops once per row, then the 4 rows added into
-  // the gradient, rows in order (+0.0 at the first); without shared passes,
-  // two BLAS products
+  // once, not once per product), 8 rows per point: the rows' dot products 8
+  // reductions, stored (Z); the sigmoids of the 8 rows side by side, one map
+  // over them (`any_width`: vectorized across the rows) into V; then the 8
+  // rows added into the gradient, rows in order (+0.0 at the first); without
+  // shared passes, two BLAS products
   // CHECK-LABEL: func.func @logistic_gradient
   // CHECK:      [[G:%.*]] = memref.alloc() : memref<128x1xf32>
-  // CHECK:      loop.kernel "k1"(%{{.*}}, %{{.*}}, %{{.*}}, [[G]]) parallel [12500]
-  // CHECK:        [[Z:%.*]] = loop.reduce "sum" [128]
-  // CHECK:          loop.load %0[affine_map<(d0, d1) -> ((d0 * 4), d1)>]
+  // CHECK:      [[Z:%.*]] = memref.alloc() : memref<50000x1xf32>
+  // CHECK:      [[V:%.*]] = memref.alloc() : memref<50000xf32>
+  // CHECK:      loop.kernel "k1"(%{{.*}}, %{{.*}}, %{{.*}}, [[Z]], [[V]], [[G]]) parallel [6250]
+  // CHECK:        [[Z0:%.*]] = loop.reduce "sum" [128]
+  // CHECK:          loop.load %0[affine_map<(d0, d1) -> ((d0 * 8), d1)>]
   // CHECK:          arith.mulf
   // CHECK:        } {contract}
   // CHECK:        loop.reduce "sum" [128]
-  // CHECK:          loop.load %0[affine_map<(d0, d1) -> (((d0 * 4) + 1), d1)>]
-  // CHECK:        loop.reduce "sum" [128]
-  // CHECK:        loop.reduce "sum" [128]
-  // CHECK:          loop.load %0[affine_map<(d0, d1) -> (((d0 * 4) + 3), d1)>]
-  // CHECK:        math.exp [[Z]]
-  // CHECK:        [[V:%.*]] = arith.subf
+  // CHECK:          loop.load %0[affine_map<(d0, d1) -> (((d0 * 8) + 1), d1)>]
+  // CHECK-COUNT-6: loop.reduce "sum" [128]
+  // CHECK:        loop.store [[Z0]], [[Z]][affine_map<(d0) -> ((d0 * 8), 0)>]
+  // CHECK-COUNT-7: loop.store
+  // CHECK:        loop.map [8]
+  // CHECK:          [[ZR:%.*]] = loop.load [[Z]][affine_map<(d0, d1) -> (((d0 * 8) + d1), 0)>]
+  // CHECK:          math.exp [[ZR]]
+  // CHECK:          arith.divf
+  // CHECK:          [[VR:%.*]] = arith.subf
+  // CHECK:          loop.store [[VR]], [[V]][affine_map<(d0, d1) -> (((d0 * 8) + d1))>]
+  // CHECK:        } {any_width}
+  // CHECK:        [[V0:%.*]] = loop.load [[V]][affine_map<(d0) -> ((d0 * 8))>]
+  // CHECK-COUNT-7: loop.load [[V]]
   // CHECK:        [[FIRST:%.*]] = arith.cmpi eq
   // CHECK:        loop.map [128]
   // CHECK:          [[ACC:%.*]] = loop.load [[G]][affine_map<(d0, d1) -> (d1, 0)>]
   // CHECK:          [[FROM:%.*]] = arith.select [[FIRST]], %{{.*}}, [[ACC]]
-  // CHECK:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V]]
+  // CHECK:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V0]]
   // CHECK:          [[NEW:%.*]] = arith.addf [[FROM]], [[ROW]]
-  // CHECK-COUNT-3:  arith.addf
+  // CHECK-COUNT-7:  arith.addf
   // CHECK:          loop.store %{{.*}}, [[G]][affine_map<(d0, d1) -> (d1, 0)>]
-  // CHECK:      } {accumulate}
+  // CHECK:      } {accumulate, shared_rows}
   // CHECK-NOT:  loop.extern
   // CHECK:      func.return
   // On two threads (`threads=2`; X is over the parallel threshold) the
-  // 12500 points (blocks of 4 rows) run in two chunks, rows [0, 25000) and
+  // 6250 points (blocks of 8 rows) run in two chunks, rows [0, 25000) and
   // [25000, 50000) — the launch's halves —, each into its own row of the
   // partial results P, from +0.0 at its first block (block i's chunk:
-  // (2 i + 1) floordiv 12500; first where (2 i + 1) mod 12500 < 2); then a
+  // (2 i + 1) floordiv 6250; first where (2 i + 1) mod 6250 < 2); then a
   // join adds the two partials
   // SPLIT-LABEL: func.func @logistic_gradient
   // SPLIT:      [[G:%.*]] = memref.alloc() : memref<128x1xf32>
   // SPLIT:      [[P:%.*]] = memref.alloc() : memref<2x128xf32>
-  // SPLIT:      loop.kernel "k1_part"(%{{.*}}, %{{.*}}, %{{.*}}, [[P]]) parallel [12500]
+  // SPLIT:      loop.kernel "k1_part"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, [[P]]) parallel [6250]
   // SPLIT:        loop.reduce "sum" [128]
-  // SPLIT:        math.exp
-  // SPLIT:        [[V:%.*]] = arith.subf
-  // SPLIT:        affine.apply affine_map<(d0) -> ((((d0 * 2) + 1) mod 12500))>
+  // SPLIT:        loop.map [8]
+  // SPLIT:          math.exp
+  // SPLIT:        } {any_width}
+  // SPLIT:        [[V:%.*]] = loop.load
+  // SPLIT:        affine.apply affine_map<(d0) -> ((((d0 * 2) + 1) mod 6250))>
   // SPLIT:        [[FIRST:%.*]] = arith.cmpi slt
   // SPLIT:        loop.map [128]
-  // SPLIT:          [[ACC:%.*]] = loop.load [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 12500), d1)>]
+  // SPLIT:          [[ACC:%.*]] = loop.load [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 6250), d1)>]
   // SPLIT:          [[FROM:%.*]] = arith.select [[FIRST]], %{{.*}}, [[ACC]]
   // SPLIT:          [[ROW:%.*]] = arith.mulf %{{.*}}, [[V]]
   // SPLIT:          [[NEW:%.*]] = arith.addf [[FROM]], [[ROW]]
-  // SPLIT:          loop.store %{{.*}}, [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 12500), d1)>]
-  // SPLIT:      } {accumulate, ordered_chunks = 2 : i64}
+  // SPLIT:          loop.store %{{.*}}, [[P]][affine_map<(d0, d1) -> ((((d0 * 2) + 1) floordiv 6250), d1)>]
+  // SPLIT:      } {accumulate, ordered_chunks = 2 : i64, shared_rows}
   // SPLIT:      loop.kernel "k1_join"([[P]], [[G]]) parallel []
   // SPLIT:        loop.map [128]
   // SPLIT:          [[P0:%.*]] = loop.load [[P]][affine_map<(d0) -> (0, d0)>]
