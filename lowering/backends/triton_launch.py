@@ -132,8 +132,8 @@ _WARM: list[threading.Thread] = []
 def warm_up() -> None:
     """Start, once per process and in a thread of its own, what the first
     compile of a GPU program waits for besides the program itself: Triton's
-    import, its cache key (`_seed_triton_key`: 0.35 s of hashing where the
-    disk cache has no key yet) and its CUDA driver's utilities (a C module
+    import, its cache key (`_seed_triton_key`: a few ms of reading file
+    sizes and times) and its CUDA driver's utilities (a C module
     Triton builds with the system compiler the first time on a machine,
     0.25 s) — so that they run while the call is traced and lowered
     (`device_call.call`: the first call on a device's arrays) instead of
@@ -169,12 +169,14 @@ def _seed_triton_key() -> None:
 def _seed_triton_key_once() -> None:
     """Triton keys every compile by `triton.runtime.cache.triton_key()`: a
     hash of its compiler's and language's source files and of its 100+ MB
-    library, read and hashed once per process (0.4-0.8 s of the first
-    compile). The key is kept in the on-disk cache under a fingerprint of
-    the same files' paths, sizes and modification times (a few ms to take),
-    and a process whose Triton has that fingerprint takes the key from
-    there: a reinstalled or changed Triton has another fingerprint, and its
-    key is hashed again. Without the disk cache, Triton hashes as usual."""
+    library, computed once per process (0.35-0.7 s: most of the time a
+    first compile in a fresh process waited for, besides Triton's own
+    compile). The key need only change when the installation does: here it
+    is a digest of Triton's version and of those files' paths, sizes and
+    modification times (a few ms), in place of Triton's hash, whatever the
+    disk caches hold. (A compile keyed so finds in Triton's on-disk cache
+    the kernels other processes of this package compiled with this Triton,
+    not those of processes using Triton's own key.)"""
     if _SEEDED:
         return
     _SEEDED.append(True)
@@ -183,30 +185,29 @@ def _seed_triton_key_once() -> None:
         import triton.runtime.cache as tc
         from runtime import disk_cache
 
-        cache = disk_cache.current()
-        if not cache.usable():
-            return
-        root = os.path.dirname(os.path.abspath(triton.__file__))
-        stats = []
-        for sub in ("compiler", "backends", "language", "_C", "runtime"):
-            for dirpath, dirs, files in os.walk(os.path.join(root, sub)):
-                dirs.sort()
-                for name in sorted(files):
-                    if name.endswith((".py", ".so")):
-                        st = os.stat(os.path.join(dirpath, name))
-                        stats.append((os.path.relpath(os.path.join(dirpath, name), root),
-                                      st.st_size, st.st_mtime_ns))
-        key = disk_cache.digest({"kind": "triton-key", "root": root,
-                                 "version": triton.__version__, "files": stats})
-        entry = cache.get(key)
-        if entry is not None:
-            value = entry.data.decode()
-        else:
-            value = tc.triton_key()
-            cache.put(key, {"kind": "triton-key"}, value.encode())
-        tc.triton_key = lambda: value  # (as Triton's own compile workers seed it)
-    except Exception:  # (Triton hashes its files itself, as without the cache)
+        tc.triton_key = _installation_key(triton, disk_cache.digest)
+    except Exception:  # (Triton hashes its files itself)
         return
+
+
+_NOT_CODE = {"include", "lib", "bin", "__pycache__"}  # (headers, CUDA's tools and libraries)
+
+
+def _installation_key(triton, digest):
+    """The function `_seed_triton_key_once` puts in place of Triton's."""
+    root = os.path.dirname(os.path.abspath(triton.__file__))
+    stats = []
+    for sub in ("compiler", "backends", "language", "_C", "runtime"):
+        for dirpath, dirs, files in os.walk(os.path.join(root, sub)):
+            dirs[:] = sorted(d for d in dirs if d not in _NOT_CODE)
+            for name in sorted(files):
+                if name.endswith((".py", ".so")):
+                    st = os.stat(os.path.join(dirpath, name))
+                    stats.append((os.path.relpath(os.path.join(dirpath, name), root),
+                                  st.st_size, st.st_mtime_ns))
+    value = "lowering-" + digest({"kind": "triton-key", "root": root,
+                                  "version": triton.__version__, "files": stats})
+    return lambda: value
 
 
 def compile_for(tk: TritonKernel, arch: int = 90, warp_size: int = 32):
