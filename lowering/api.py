@@ -212,7 +212,9 @@ class CompiledFunction:
         # it takes keyword arguments: a call of any of them skips the guard
         # walk of every entry (10 µs)
         self._fast_more: list[tuple[Callable, bool]] = []
-        self._device_last: tuple | None = None  # device_call.fast's (signature, entry, ...)
+        # the last device entry a call of positional device arrays took, as
+        # a call that answers MISS for other arrays (`device_call.fast_call`)
+        self._device_last: Callable | None = None
 
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
@@ -220,7 +222,7 @@ class CompiledFunction:
     # ---- the call path ----------------------------------------------------
     def __call__(self, *args, **kwargs):
         if self._device_last is not None and not kwargs:  # (backend="gpu", device arrays)
-            r = device_call.fast(self, args)
+            r = self._device_last(args)
             if r is not MISS:
                 return r
         fast = self._fast if not kwargs or self._fast_kw else None

@@ -77,6 +77,49 @@ class _Capture:
         return True
 
 
+def _hot_source_call(entry: "GraphedEntry", actions: list, pick: tuple, treedef):
+    """`GraphedEntry.hot` as one generated function, straight-line for this
+    entry's graphs as they are: the stream and each direct input's address
+    checked, then, under the lock, the first capture nobody holds results of
+    replayed and its results handed out (each shared slot once), or MISS.
+    (A loop over captures, probes and actions cost about a microsecond of
+    W6's call.)"""
+    bindings, dev = entry.bindings, entry.dev
+    # (the device's methods looked up at each call, as a device object may change them)
+    ns: dict = {"MISS": MISS, "entry": entry, "lock": entry.lock, "s0": entry.stream,
+                "dev": dev, "unflatten": pytree.unflatten, "treedef": treedef}
+    lines = ["def hot(args):", "    if dev.current_stream() != s0:", "        return MISS"]
+    for k, (i, p) in enumerate(entry.direct):
+        ns[f"p{k}"] = p
+        lines += [f"    if dev.data_ptr(args[{bindings[i]}]) != p{k}:", "        return MISS"]
+    shared = sorted({s for sh, s in actions if sh})
+    lines += ["    with lock:", "        share = dev.share"]
+    for g, cap in enumerate(entry.graphs):
+        free = []
+        for j, (probe, idle) in enumerate(cap.probes):
+            ns[f"g{g}_probe{j}"], ns[f"g{g}_idle{j}"] = probe, idle
+            free.append(f"g{g}_probe{j}() == g{g}_idle{j}")
+        lines.append(f"        {'if' if g == 0 else 'elif'} {' and '.join(free) or 'True'}:")
+        ns[f"g{g}_replay"] = cap.graph.replay
+        lines.append(f"            g{g}_replay()")
+        for s in shared:
+            ns[f"g{g}_v{s}"] = cap.vals[s]
+            lines.append(f"            y{s} = share(g{g}_v{s})")
+    lines += ["        else:", "            return MISS",
+              f"        entry.shares += {len(shared)}", "        entry.replays += 1"]
+    outs = [f"y{s}" if sh else f"args[{bindings[s]}]" for sh, s in actions]
+    picked = [outs[k] for k in pick]
+    if treedef is None:
+        lines.append(f"    return {picked[0]}")
+    elif (type(treedef) is tuple and treedef[0] is tuple
+          and all(d is None for d in treedef[1])):
+        lines.append(f"    return ({', '.join(picked)}{',' if len(picked) == 1 else ''})")
+    else:
+        lines.append(f"    return unflatten(treedef, [{', '.join(picked)}])")
+    exec("\n".join(lines), ns)  # noqa: S102 (our own text, from the entry's plan)
+    return ns["hot"]
+
+
 class GraphedEntry:
     """One device entry of a reduce-overhead function: its graphs, the
     buffers they read and write, and which inputs are copied."""
@@ -268,56 +311,8 @@ class GraphedEntry:
         if any(leaf[0] != "out" or leaf[2] or leaf[3] for leaf in plan.leaves):
             return
         pick = tuple(leaf[1] for leaf in plan.leaves)
-        one = plan.treedef is None
-        flat = type(plan.treedef) is tuple and plan.treedef[0] is tuple and \
-            all(d is None for d in plan.treedef[1])
-        bindings, graphs, lock, treedef = self.bindings, self.graphs, self.lock, plan.treedef
-        direct = [(bindings[i], p) for i, p in self.direct]
-        dev, s0 = self.dev, self.stream
-        actions = [(act == SHARE, bindings[s] if act == ARG else s) for act, s in self.actions[False]]
-        unique = len(set(actions)) == len(actions)
-        n_shared = sum(sh for sh, _ in actions)
-
-        def hot(args):
-            if dev.current_stream() != s0:
-                return MISS
-            for b, p in direct:
-                if dev.data_ptr(args[b]) != p:
-                    return MISS
-            with lock:
-                for cap in graphs:
-                    for probe, idle in cap.probes:
-                        if probe() != idle:
-                            break
-                    else:
-                        break
-                else:
-                    return MISS
-                cap.graph.replay()
-                vals, share = cap.vals, dev.share
-                if unique:  # (each slot once: no array to share twice)
-                    out = [share(vals[s]) if sh else args[s] for sh, s in actions]
-                    self.shares += n_shared
-                else:
-                    shared: dict = {}
-                    out = []
-                    for sh, s in actions:
-                        if sh:
-                            y = shared.get(s)
-                            if y is None:
-                                y = shared[s] = share(vals[s])
-                            out.append(y)
-                        else:
-                            out.append(args[s])
-                    self.shares += len(shared)
-                self.replays += 1
-            if one:
-                return out[pick[0]]
-            if flat:
-                return tuple([out[k] for k in pick])
-            return pytree.unflatten(treedef, [out[k] for k in pick])
-
-        self.hot = hot
+        self.hot = _hot_source_call(self, [(act == SHARE, s) for act, s in self.actions[False]],
+                                    pick, plan.treedef)
 
     def _plan_handing(self, vals: list, made: list) -> None:
         """After the first capture: which results are handed out (those in

@@ -103,6 +103,49 @@ def test_a_plain_replay_takes_the_armed_path_and_hands_over_to_the_general_one(m
     np.testing.assert_array_equal(f(other)[1].a, other.a - 3)
 
 
+def test_the_armed_path_hands_out_results_as_the_program_returns_them(monkeypatch):
+    """The generated replay (`_hot_source_call`) keeps the program's result
+    structure: a result returned twice is one array (shared once), an
+    argument returned is the caller's own object, a dict keeps its keys; a
+    call of other arrays (another shape, another dtype, two arguments for
+    one) misses the generated call (`device_call.fast_call`) and is still
+    answered right."""
+    def twice(x):
+        y = x * 2 + 1
+        return y, y, x
+
+    def named(x, s):
+        return {"sum": x + s, "diff": x - s}
+    f, g = graphed(twice), graphed(named)
+    rng = np.random.default_rng(7)
+    x = Box(rng.standard_normal(16).astype(np.float32))
+    s = Box(rng.standard_normal(16).astype(np.float32))
+    for _ in range(2):
+        f(x), g(x, s)
+    (r,), (q,) = runners(f), runners(g)
+    assert r.hot is not None and q.hot is not None
+    general = []
+    plain_call = GraphedEntry.__call__
+    monkeypatch.setattr(GraphedEntry, "__call__",
+                        lambda self, *a: general.append(1) or plain_call(self, *a))
+    for _ in range(3):
+        x.a[:] = rng.standard_normal(16)
+        a, b, c = f(x)
+        assert a is b and c is x
+        np.testing.assert_array_equal(a.a, x.a * 2 + 1)
+        out = g(x, s)
+        assert list(out) == ["sum", "diff"]
+        np.testing.assert_array_equal(out["sum"].a, x.a + s.a)
+        np.testing.assert_array_equal(out["diff"].a, x.a - s.a)
+        del a, b, c, out
+    assert not general
+    for other in (Box(np.ones(8, np.float32)), Box(np.ones(16, np.float64))):
+        np.testing.assert_array_equal(f(other)[0].a, other.a * 2 + 1)
+    np.testing.assert_array_equal(f(x)[0].a, x.a * 2 + 1)
+    with pytest.raises(TypeError):
+        f(x, x)
+
+
 def test_earlier_results_are_not_overwritten_by_later_calls():
     f = graphed(softmax)
     rng = np.random.default_rng(1)
