@@ -417,6 +417,14 @@ SHARED_VECTOR_ROWS = 8
 # 550-790 / 760-830
 SHARED_VECTOR_ROW_BYTES = 256
 
+# a column reduction split into chunks of rows for a GPU (`column_split`)
+# takes chunks of at least this many rows: each program then loads at least
+# this many rows of its block of columns, and the join adds m / this or
+# fewer partial results per column
+COLUMN_CHUNK_ROWS = 64
+COLUMN_CHUNKS_MAX = 128  # (the join adds this many partials per point, unrolled)
+SHARED_BLOCK_BYTES = 16 << 10
+
 
 # what a transcendental or division computed one row at a time (with its
 # floating-point checks) counts in the rows of `shared_rows_work`: fitted to
@@ -433,13 +441,6 @@ def vector_rows(row_bytes: int, row_ops: int) -> bool:
     where they hold transcendentals or divisions (`row_ops`), on rows of at
     least SHARED_VECTOR_ROW_BYTES."""
     return row_ops > 0 and row_bytes >= SHARED_VECTOR_ROW_BYTES
-# a column reduction split into chunks of rows for a GPU (`column_split`)
-# takes chunks of at least this many rows: each program then loads at least
-# this many rows of its block of columns, and the join adds m / this or
-# fewer partial results per column
-COLUMN_CHUNK_ROWS = 64
-COLUMN_CHUNKS_MAX = 128  # (the join adds this many partials per point, unrolled)
-SHARED_BLOCK_BYTES = 16 << 10
 
 
 def shared_row_block(m: int, row_bytes: int, shared: "SharedRows") -> int:
@@ -572,9 +573,10 @@ def shared_rows_work(m: int, k: int, product_cols: list[int], itemsize: int,
     products by A's rows into `product_cols` columns each, and `row_ops`
     transcendentals and divisions between: the generated pass reads A once,
     the products' W and writes the output, and runs each row's scalar work
-    (its rows count 1 + row_ops per row of A; row_ops / SHARED_VECTOR_ROWS
-    where a block's rows compute them side by side, `vector_rows`); BLAS reads A once per product
-    and writes the products and v, which the next routine reads back. An A
+    (its rows count 1 + SCALAR_ROW_OP_ROWS x row_ops per row of A, or
+    1 + row_ops / SHARED_VECTOR_ROWS where a block's rows compute them side
+    by side, `vector_rows`); BLAS reads A once per product and writes the
+    products and v, which the next routine reads back. An A
     bigger than SHARED_CACHE_BYTES is the
     "streamed" variant, with rates of its own: its passes come from memory,
     where both paths run on every core (the generated pass in chunks of
@@ -2519,7 +2521,6 @@ class SharedRowsEmitter(_OrderedEmitter):
                            lambda at: (*at, const(0)) if axis == 0 else (const(0), *at),
                            lambda t, p: self._emit(arith.AddfOp(t, p)), "partial sums",
                            {"shared_rows": UnitAttr()})
-
 
     def _row_values_as_vector(self, a: SSAValue, vec: SSAValue, axis: int, rows: list,
                               r_: int) -> list[SSAValue]:
