@@ -132,10 +132,10 @@ _WARM: list[threading.Thread] = []
 def warm_up() -> None:
     """Start, once per process and in a thread of its own, what the first
     compile of a GPU program waits for besides the program itself: Triton's
-    import, its cache key (`_seed_triton_key`: a few ms of reading file
-    sizes and times) and its CUDA driver's utilities (a C module
-    Triton builds with the system compiler the first time on a machine,
-    0.25 s) — so that they run while the call is traced and lowered
+    import (its compiler's modules too), its cache key (`_seed_triton_key`:
+    a few ms of reading file sizes and times) and its CUDA driver's
+    utilities (a C module Triton builds with the system compiler the first
+    time on a machine, 0.25 s) — so that they run while the call is traced and lowered
     (`device_call.call`: the first call on a device's arrays) instead of
     after. The thread imports with TRITON_INTERPRET unset, so it is started
     only for a device that runs compiled kernels (never under
@@ -147,6 +147,10 @@ def warm_up() -> None:
     def work():
         try:
             _import_triton(False)
+            # the compiler's modules (its code generator imports Triton's
+            # experimental language: 0.4 s of a cold call's first compile)
+            import triton.compiler.code_generator  # noqa: F401
+            import triton.compiler.compiler  # noqa: F401
             from triton.runtime import driver
 
             driver.active.get_current_device()

@@ -124,3 +124,22 @@ def test_no_warm_up_for_kernels_in_the_interpreter(monkeypatch):
     f = lowering.compile(lambda x: x * 2 + 1, backend="gpu")
     np.testing.assert_array_equal(f(Box(np.ones(4, np.float32))).a, np.full(4, 3, np.float32))
     assert TL._WARM == []
+
+
+def test_warm_up_imports_the_compilers_modules_in_its_thread():
+    """A fresh process: after the warm-up thread, Triton's code generator
+    and the experimental language it imports (0.4 s of a cold first compile
+    on the device machine) are loaded, without the main thread asking."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from lowering.backends import triton_launch as TL; "
+            "before = 'triton.compiler.code_generator' in sys.modules; "
+            "TL.warm_up(); TL._WARM[0].join(120); "
+            "print(before, 'triton.compiler.code_generator' in sys.modules, "
+            "'triton.experimental.gluon' in sys.modules)")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=root, timeout=300,
+                         env={**os.environ, "PYTHONPATH": root, "LOWERING_CACHE": "0"})
+    assert out.stdout.split() == ["False", "True", "True"], (out.stdout, out.stderr[-2000:])
