@@ -146,6 +146,45 @@ def test_the_armed_path_hands_out_results_as_the_program_returns_them(monkeypatc
         f(x, x)
 
 
+class TorchLikeBox(Box):
+    """A Box read as torch tensors are (`device_call._tensor_signature`: shape,
+    dtype, stride() and device, one by one in the generated call)."""
+
+    __module__ = "torch.stand_in"
+
+    def stride(self):
+        return tuple(s // self.a.itemsize for s in self.a.strides)
+
+    def element_size(self):
+        return self.a.itemsize
+
+    device = property(lambda self: "stand-in:0")
+
+    def __getitem__(self, k):
+        return TorchLikeBox(self.a[k])
+
+
+def test_the_generated_call_reads_torch_tensors_field_by_field():
+    from lowering import device_call
+
+    f = graphed(w6)
+    rng = np.random.default_rng(8)
+    x = TorchLikeBox(rng.standard_normal((4, 6)).astype(np.float32))
+    assert device_call.signature(x)[1] is device_call._tensor_signature
+    for _ in range(3):
+        np.testing.assert_array_equal(f(x).a, w6(x.a))
+    (r,) = runners(f)
+    replays = r.replays
+    x.a[:] = rng.standard_normal((4, 6))
+    np.testing.assert_array_equal(f(x).a, w6(x.a))
+    assert r.replays == replays + 1  # the generated call, then the armed replay
+    # another stride (a transposed view), dtype or shape: not this entry's call
+    for other in (TorchLikeBox(np.ascontiguousarray(x.a.T).T), TorchLikeBox(x.a.astype(np.float64)),
+                  TorchLikeBox(x.a[:3])):
+        np.testing.assert_array_equal(f(other).a, w6(other.a))
+    assert r.replays == replays + 1
+
+
 def test_earlier_results_are_not_overwritten_by_later_calls():
     f = graphed(softmax)
     rng = np.random.default_rng(1)
