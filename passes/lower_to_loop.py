@@ -2535,26 +2535,27 @@ class SharedRowsEmitter(_OrderedEmitter):
         shared = self.lw.shared[self.root.owner]
         m = a.type.get_shape()[0]
         el = vec.type.element_type
-        keys = list(dict.fromkeys((z, str(idx[1])) for z, idx in shared.products))
-        scratch = memref.AllocOp([], [], MemRefType(el, [m, len(keys)]))
+        # (product, its column's index as text: the memo keys) -> its column of the scratch
+        cols = {key: p for p, key in enumerate(dict.fromkeys(
+            (z, str(idx[1])) for z, idx in shared.products))}
+        scratch = memref.AllocOp([], [], MemRefType(el, [m, len(cols)]))
         values = memref.AllocOp([], [], MemRefType(el, [m]))
         self.lw.out.add_op(scratch)
         self.lw.out.add_op(values)
-        cols = {key: p for p, key in enumerate(keys)}
         for row in rows:  # each row's products, as the reductions left them
-            for z, idx in shared.products:
-                r = self.kmemo[(z.result, (str(row), str(idx[1])))]
-                self.kblock.add_op(L.StoreOp(r, scratch.memref, self.dims, AffineMap(
-                    1, 0, (row, const(cols[(z, str(idx[1]))])))))
+            for (z, col), p in cols.items():
+                self.kblock.add_op(L.StoreOp(self.kmemo[(z.result, (str(row), col))],
+                                             scratch.memref, self.dims,
+                                             AffineMap(1, 0, (row, const(p)))))
         block_map = L.MapOp([r_])
         block_map.attributes["any_width"] = UnitAttr()
         self.kblock.add_op(block_map)
         self.block = block_map.body.block
         self.dims, self.memo = list(self.kblock.args) + list(self.block.args), {}
         row = dim(0) * r_ + dim(1)
-        for z, idx in shared.products:
-            self.memo[(z.result, (str(row), str(idx[1])))] = self._emit(L.LoadOp(
-                scratch.memref, self.dims, AffineMap(2, 0, (row, const(cols[(z, str(idx[1]))])))))
+        for (z, col), p in cols.items():
+            self.memo[(z.result, (str(row), col))] = self._emit(L.LoadOp(
+                scratch.memref, self.dims, AffineMap(2, 0, (row, const(p)))))
         v = self.value_at(vec, (row, const(0)) if axis == 0 else (const(0), row))
         self.block.add_op(L.StoreOp(v, values.memref, self.dims, AffineMap(2, 0, (row,))))
         self.block.add_op(L.YieldOp())

@@ -146,13 +146,12 @@ out:
   ret void
 }}
 
-; a worker: %arg points at two words, the pool's address and the worker's chunk index
+; a worker: %arg points at a word holding the pool's address (a worker runs
+; the chunks it claims: `claim_and_run`)
 define i8* @lowering_pool_worker(i8* %arg) {{
 entry:
   %a = bitcast i8* %arg to i64*
   %pi = load i64, i64* %a
-  %ip = getelementptr i64, i64* %a, i64 1
-  %idx = load i64, i64* %ip
   %pool = inttoptr i64 %pi to i64*
   %seqp = call i64* @field(i64* %pool, i64 {SEQ})
   %donep = call i64* @field(i64* %pool, i64 {DONE})
@@ -351,7 +350,7 @@ class NativePool:
         if fns["pthread_mutex_init"](ctypes.c_void_p(base + MUTEX_AT), None) or \
                 fns["pthread_cond_init"](ctypes.c_void_p(base + COND_AT), None):
             raise OSError("lowering: pthread_mutex_init/pthread_cond_init failed")
-        self.args = (ctypes.c_int64 * (2 * workers))()
+        self.args = (ctypes.c_int64 * workers)()  # (each worker's argument: the pool's address)
         self.tids = (ctypes.c_uint64 * workers)()
         self._join = fns["pthread_join"]
         create = fns["pthread_create"]
@@ -359,8 +358,8 @@ class NativePool:
         started = 0
         try:
             for i in range(workers):
-                self.args[2 * i], self.args[2 * i + 1] = base, i + 1
-                arg = ctypes.c_void_p(ctypes.addressof(self.args) + 16 * i)
+                self.args[i] = base
+                arg = ctypes.c_void_p(ctypes.addressof(self.args) + 8 * i)
                 if create(ctypes.byref(self.tids, 8 * i), None, entry, arg):
                     raise OSError("lowering: pthread_create failed")
                 started += 1

@@ -162,7 +162,7 @@ def warm_up() -> None:
 
 
 _SEEDED: list[bool] = []
-_SEED_LOCK = threading.Lock()  # (a compile waits for warm_up's seeding rather than hash too)
+_SEED_LOCK = threading.Lock()  # (a compile waits for warm_up's seeding rather than seed too)
 
 
 def _seed_triton_key() -> None:
