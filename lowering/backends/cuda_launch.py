@@ -23,9 +23,10 @@ launcher packs otherwise or is not built per signature
 from __future__ import annotations
 
 import ctypes
-import threading
 from collections.abc import Callable
 from functools import lru_cache
+
+from .triton_launch import background
 
 # a signature type's C type as Triton's launcher declares the argument
 _C_TYPES = {
@@ -187,8 +188,7 @@ def early_runner(ck, grid: int, stream_of: Callable[[], int],
             built.append(True)
         except Exception:  # (the early launches go on)
             pass
-    worker = threading.Thread(target=build, name="lowering-triton-launcher", daemon=True)
-    worker.start()
+    worker = background(build, "lowering-triton-launcher")  # (the exit waits for it)
     state: dict = {}
 
     def driver(*args, stream=None):

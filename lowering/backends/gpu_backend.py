@@ -54,6 +54,7 @@ from ..codegen.triton_kernel import TritonKernel, emit_kernel, no_rule, root
 from . import interpreter
 from .cuda_launch import early_runner
 from .numpy_ops import dtype_of
+from .triton_launch import wait_for_warm_up
 
 
 @dataclass
@@ -338,6 +339,7 @@ class GpuProgram:
             run(*values, *st.constexpr_values)
             return
         kw = dict(zip(tk.constexprs, st.constexpr_values))
+        wait_for_warm_up()  # (one build of Triton's driver utilities, not two at once)
         ck = fn.warmup(*values, grid=(st.grid,), **kw, num_warps=st.num_warps, **tk.options)
         if not _compiled_kernel(ck):  # (another Triton: its JIT launches)
             fn[(st.grid,)](*values, **kw, num_warps=st.num_warps, **tk.options)

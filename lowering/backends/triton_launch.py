@@ -20,6 +20,7 @@ only when a function is called."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import linecache
 import os
@@ -126,7 +127,43 @@ def _import_triton(interpret: bool) -> None:
     _seed_triton_key()
 
 
+_SEED_LOCK = threading.Lock()  # (a compile waits for warm_up's seeding rather than seed too)
 _WARM: list[threading.Thread] = []
+_BACKGROUND: list[threading.Thread] = []
+_BACKGROUND_LOCK = threading.Lock()
+EXIT_WAIT_S = 60.0  # the longest the interpreter's exit waits for such a thread
+
+
+def background(work, name: str) -> threading.Thread:
+    """`work()` started in a daemon thread that the interpreter's exit waits
+    for (`_finish_background`, at most `EXIT_WAIT_S` each): Triton's builds
+    (its driver's C module, a kernel's launcher) run the system's C
+    compiler in a temporary folder; a daemon thread stopped at exit by the
+    end of the process leaves that compiler and linker running on a folder
+    already removed (linker errors printed after a short script's end)."""
+    t = threading.Thread(target=work, name=name, daemon=True)
+    with _BACKGROUND_LOCK:
+        if not _BACKGROUND:
+            atexit.register(_finish_background)
+        _BACKGROUND[:] = [b for b in _BACKGROUND if b.is_alive()] + [t]
+    t.start()
+    return t
+
+
+def _finish_background() -> None:
+    for t in list(_BACKGROUND):
+        if t.is_alive() and t is not threading.current_thread():
+            t.join(EXIT_WAIT_S)
+
+
+def wait_for_warm_up() -> None:
+    """Before a first compile: the warm-up thread's work finished (Triton's
+    import, key and driver utilities, which the compile needs too), so that
+    the two do not build the driver's C module at once (twice the system
+    compiler's 0.4 s, side by side on a cold machine)."""
+    for t in _WARM:
+        if t.is_alive() and t is not threading.current_thread():
+            t.join()
 
 
 def warm_up() -> None:
@@ -156,13 +193,10 @@ def warm_up() -> None:
             driver.active.get_current_device()
         except Exception:  # (the compile meets it again, and says so)
             pass
-    t = threading.Thread(target=work, name="lowering-triton-warm-up", daemon=True)
-    _WARM.append(t)
-    t.start()
+    _WARM.append(background(work, "lowering-triton-warm-up"))
 
 
 _SEEDED: list[bool] = []
-_SEED_LOCK = threading.Lock()  # (a compile waits for warm_up's seeding rather than seed too)
 
 
 def _seed_triton_key() -> None:

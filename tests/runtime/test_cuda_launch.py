@@ -11,6 +11,7 @@ import types
 import pytest
 
 from lowering.backends import cuda_launch as C
+from lowering.backends import triton_launch as TL
 
 
 class _Buf:
@@ -120,6 +121,7 @@ def test_early_launches_hand_over_to_tritons_launcher(monkeypatch):
             fast_calls.append((args, stream))
         return fast
     run = C.early_runner(ck, 6, lambda: 55, later)
+    assert run.builder in TL._BACKGROUND  # (the exit waits for the build)
     run(_Buf(1 << 33), 100, 2.5, 256)
     run(_Buf(64), -3, 0.25, 256, stream=9)
     assert fake.launches == [
