@@ -382,27 +382,32 @@ def rows_contracted(op: Operation) -> tuple[SSAValue, SSAValue, int] | None:
 # reductions, then again from cache in the map that adds it into the output,
 # which it loads and stores; where A comes from memory it reads it from there
 # once against BLAS's twice. Measured (2 cores, Intel AVX-512, 256-bit
-# vectors: `schedule.SHARED_ROWS_VECTOR_BITS`; the calibration's best calls,
-# against the two BLAS calls): 600x600 float64 61-76 against 153-218 us,
-# 1000x1000 227-325 against 267-281, 30000x1024 11.0-11.2 against 15.4-17.2
-# ms: up to 8 KiB rows the cost model's rates decide, one rate for every row
-# length (fitted with rows over 4 KiB counted as read twice, the table chose
-# the slower path in 20 of 160 cases, without in 8). Longer rows leave less
-# of L1 to the output and x, and lost where the rates fitted on shorter ones
-# predicted a win: 16 KiB rows, 4000x4000 float32 2.3-2.5 ms against 2.1,
-# 200x4000 float32 102-110 us against 78-81; 32 KiB, 4000x4000 float64 7.1-7.3
-# ms against 6.1-6.7 (predicted 4.1): BLAS's
-SHARED_ROW_BYTES = 8 << 10
+# vectors: `schedule.SHARED_ROWS_VECTOR_BITS`; blocks of 8 rows,
+# `shared_row_block`; us, the pass against numpy's two BLAS calls, each in a
+# process of its own): float64 4000x4000 (32 KiB rows) 3770 against 5506,
+# 2000x4000 1596 / 2150, 1900x2100 895 / 1192, 200x4000 208 / 204, 600x600
+# 51 / 190; float32 4000x4000 1586 / 2285, 200x4000 69 / 87. Up to 32 KiB
+# rows the cost model's rates decide. (Rows of 16-32 KiB were once measured
+# losing, 4000x4000 float64 7.1-7.3 ms: one row per point, the block's
+# bytes limited to 16 KiB; rows one at a time read A at 5.9 ms there.)
+SHARED_ROW_BYTES = 32 << 10
 
 # rows a shared pass takes per point (`SharedRowsEmitter`): their products'
-# reductions are independent chains (one pass over the block's rows), the
-# values between them computed side by side, and the map adds the block's
-# rows into the output with one load and one store of it, not one per row
-# rows, of at most SHARED_BLOCK_BYTES together (the map re-reads them from
-# L1). Measured (2 cores, Rocket Lake, the logistic gradient, float32):
-# 50000x128 1.93 -> 1.10-1.30 ms, 20000x256 0.96 -> 0.62 ms (numpy 1.2-1.9,
-# 0.90); 4000x4000 float64 (32 KB rows, 4 per point) 7.1 -> 8.9 ms
+# reductions are independent chains (one pass over the block's rows: as many
+# streams from memory at once), the values between them computed side by
+# side, and the map adds the block's rows into the output with one load and
+# one store of it, not one per row; of at most SHARED_BLOCK_BYTES together
+# (the map re-reads them from L2). Rows of SHARED_VECTOR_ROW_BYTES or more
+# take SHARED_LONG_ROW_BLOCK a point, narrower ones SHARED_ROW_BLOCK.
+# Measured (2 cores, A.T @ (A @ x), us, 1 / 2 / 4 / 8 / 16 rows a point, a
+# process each): float64 4000x4000 5887 / 4613 / 4081 / 3770 / 3583, 30000x1024
+# 11218 / 10138 / 9381 / 9247 / 10256, 1000x1000 330 / 208 / 219 / 221 / 234,
+# 50000x128 2486 / 1831 / 1528 / 1288 / 1301; float32 4000x4000 2066 / 1796 /
+# 1754 / 1586 / 1574, 30000x1024 5641 / 4957 / 4081 / 3586 / 4108, 1000x1000
+# 142 / 115 / 100 / 77 / 70; rows of 32 float32: 200000x32 1332 / 901 / 701 /
+# 858 / 862, 500x32 2.1 / 1.9 / 1.6 / 1.6 / 1.6
 SHARED_ROW_BLOCK = 4
+SHARED_LONG_ROW_BLOCK = 8
 # ... and where the values between the products and the vector hold
 # transcendentals or divisions (`SharedRows.row_ops`), which the pass computes
 # for a block's rows side by side (`_row_values_as_vector`): 8 rows, one
@@ -423,7 +428,7 @@ SHARED_VECTOR_ROW_BYTES = 256
 # fewer partial results per column
 COLUMN_CHUNK_ROWS = 64
 COLUMN_CHUNKS_MAX = 128  # (the join adds this many partials per point, unrolled)
-SHARED_BLOCK_BYTES = 16 << 10
+SHARED_BLOCK_BYTES = 256 << 10  # (8 rows of 32 KiB: an eighth of a core's L2)
 
 
 # what a transcendental or division computed one row at a time (with its
@@ -445,14 +450,17 @@ def vector_rows(row_bytes: int, row_ops: int) -> bool:
 
 def shared_row_block(m: int, row_bytes: int, shared: "SharedRows") -> int:
     """The rows per point of the shared pass over an (m, k) matrix: the
-    largest of SHARED_ROW_BLOCK (SHARED_VECTOR_ROWS where the values between
-    are computed side by side, `vector_rows`), its halves, ..., 1 that
-    divides m (no remainder rows) and keeps the block within
+    largest of SHARED_ROW_BLOCK (SHARED_LONG_ROW_BLOCK on rows of
+    SHARED_VECTOR_ROW_BYTES or more; SHARED_VECTOR_ROWS where the values
+    between are computed side by side, `vector_rows`), its halves, ..., 1
+    that divides m (no remainder rows) and keeps the block within
     SHARED_BLOCK_BYTES, where each row product is read at row i
     (`products`)."""
     if any(str(idx[0]) != str(dim(0)) for _, idx in shared.products):
         return 1
-    r = SHARED_VECTOR_ROWS if vector_rows(row_bytes, shared.row_ops) else SHARED_ROW_BLOCK
+    r = (SHARED_VECTOR_ROWS if vector_rows(row_bytes, shared.row_ops)
+         else SHARED_LONG_ROW_BLOCK if row_bytes >= SHARED_VECTOR_ROW_BYTES
+         else SHARED_ROW_BLOCK)
     while r > 1 and (m % r or r * row_bytes > SHARED_BLOCK_BYTES):
         r //= 2
     return r
@@ -2427,7 +2435,7 @@ class SharedRowsEmitter(_OrderedEmitter):
     +0.0 at the first row, rows in order — `accumulate`). A is read from
     memory once; the map re-reads the row the reductions just read, from
     cache. A point takes a block of rows (`shared_row_block`: up to
-    SHARED_ROW_BLOCK rows, SHARED_BLOCK_BYTES together): the rows' products
+    SHARED_LONG_ROW_BLOCK rows, SHARED_BLOCK_BYTES together): the rows' products
     are independent reductions (one pass, `reduction_groups`), and the map
     adds the rows into out[k] one after the other, in order, with one load
     and one store of it.

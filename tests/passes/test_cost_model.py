@@ -191,7 +191,7 @@ def test_with_the_shipped_table_each_shape_takes_the_path_the_table_predicts_fas
 
 # A (M, K) of the shared-rows class, f32 and f64: in cache and streamed, short and
 # longer rows, under and over the size from which the pass splits across threads
-SHARED_SHAPES = [(64, 64), (300, 8), (500, 32), (1024, 128), (4096, 512), (50000, 128), (200000, 32),
+SHARED_SHAPES = [(20, 20), (32, 32), (64, 64), (300, 8), (500, 32), (1024, 128), (4096, 512), (50000, 128), (200000, 32),
                  (20000, 512)]
 
 
