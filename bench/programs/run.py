@@ -42,6 +42,14 @@ BUSY_NOTE = (
     "for a core another process holds; times then cluster at multiples of 4 ms)")
 SAMPLE_S = 2e-3  # a timed sample repeats the call until it lasts about this long
 MAX_INNER = 200
+# a pause before each peer's timed calls: the thread pools of the peer or
+# program measured before it (OpenBLAS's, XLA's, numba's, ours) spin for up
+# to ~0.1-0.2 s after their last work before they sleep, and on a 2-core
+# machine a spinning thread takes a core from the threads of the peer timed
+# next (measured: a 600x600 float64 matrix-vector chain, lowering's two
+# threads, 0.047 ms a call with lowering the only peer, 0.135 ms in the
+# full run right after JAX and numba)
+SETTLE_S = 0.3
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -94,6 +102,7 @@ def run_peer(peer: str, p: Program, inputs: tuple, ref, repeats: int, warmup: in
         run()
         one = time.perf_counter() - t0
         inner = max(1, min(MAX_INNER, int(SAMPLE_S / max(one, 1e-9))))
+        time.sleep(SETTLE_S)  # (the threads of what ran before go idle)
         out.update(measure(run, repeats=repeats, warmup=warmup, inner=inner))
     except Exception as e:  # noqa: BLE001
         out.update(status="error", stage="first call" if "check" not in out else "timed calls",
