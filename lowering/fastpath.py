@@ -158,34 +158,63 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
                               *call)
         if entry is not None:
             return entry
-    elif native.enabled() and flat_out and not paths:
-        nested = _nested_native(body, guards, n, seg.bindings, prog, outs,
-                                plan.treedef is not None, ret, treedef)
+    elif native.enabled() and not paths:
+        nested = _nested_native(body, guards, n, seg.bindings, prog, outs, plan.treedef,
+                                treedef, call)
         if nested is not None:
             return nested
     return fast
 
 
-def _nested_native(body, guards, n: int, bindings, prog, outs, as_tuple: bool, ret: str,
-                   treedef) -> Callable | None:
-    """For nested arguments (a dict, lists, namedtuples): a generated call
-    that checks the structure and hands the leaves to the native builtin of
-    the flat call (whose miss path is the flat Python call, whose miss is
-    MISS): the leaves' guards run natively, not in Python. None where the
-    structure is not one `access` reads or no native builtin applies."""
-    read = access(treedef)
-    if read is None:
+def _nested_native(body, guards, n: int, bindings, prog, outs, out_tree, treedef,
+                   call: tuple[int, tuple[str, ...]] | None) -> Callable | None:
+    """For nested arguments (a dict, lists, namedtuples) or a nested result:
+    a generated call around the native builtin of the flat call (whose miss
+    path is the flat Python call, whose miss is MISS), so that the leaves'
+    guards run natively, not in Python. Nested arguments: the call checks
+    their structure and hands the leaves to the builtin; flat ones
+    (positional or keywords, `call`) go to it as they came. A nested result
+    (a dict, a list, a namedtuple of results): the builtin returns the flat
+    tuple of the results, the call builds the structure. None where the
+    arguments' structure is not one `access` reads, the result's not one
+    `render` builds, or no native builtin applies."""
+    flat_out = out_tree is None or out_tree == (tuple, (None,) * len(outs))
+    ns: dict[str, Any] = {"MISS": MISS}
+    if flat_out:
+        ret = body.result(outs, out_tree)
+        build = None
+    else:
+        ret = body.result(outs, (tuple, (None,) * len(outs)))
+        build = render(out_tree, [f"r[{i}]" for i in range(len(outs))], ns)
+        if build is None:
+            return None
+    if call is not None:  # flat arguments: the builtin takes them as they come
+        inner = body.compile(guards, n, ret, treedef)
+        head, pass_on = ["def fast(*A, **K):"], "*A, **K"
+    else:
+        read = access(treedef)
+        if read is None:
+            return None
+        shape, exprs, names = read
+        ns.update(names)
+        inner = body.compile(guards, n, ret, (tuple, ((tuple, (None,) * n), (dict, (), ()))))
+        call = (n, ())
+        head = ["def fast(*A, **K):", "    if not (" + " and ".join(shape) + "):",
+                "        return MISS"]
+        pass_on = ", ".join(exprs)
+    if inner is None:
         return None
-    flat = body.compile(guards, n, ret, (tuple, ((tuple, (None,) * n), (dict, (), ()))))
-    if flat is None:
-        return None
-    entry = _native_entry(guards, n, bindings, prog, outs, as_tuple, flat, n, ())
+    entry = _native_entry(guards, n, bindings, prog, outs, not flat_out or out_tree is not None,
+                          inner, *call)
     if entry is None:
         return None
-    shape, exprs, names = read
-    ns = dict(names, NATIVE=entry, MISS=MISS)
-    src = "\n".join(["def fast(*A, **K):", "    if not (" + " and ".join(shape) + "):",
-                      "        return MISS", "    return NATIVE(" + ", ".join(exprs) + ")"]) + "\n"
+    ns["NATIVE"] = entry
+    if build is None:
+        lines = head + [f"    return NATIVE({pass_on})"]
+    else:
+        lines = head + [f"    r = NATIVE({pass_on})", "    if r is MISS:", "        return MISS",
+                        f"    return {build}"]
+    src = "\n".join(lines) + "\n"
     exec(compile(src, "<lowering nested call>", "exec"), ns)
     fast = ns["fast"]
     fast.source = src  # type: ignore[attr-defined]
