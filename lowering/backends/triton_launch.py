@@ -131,7 +131,7 @@ _SEED_LOCK = threading.Lock()  # (a compile waits for warm_up's seeding rather t
 _WARM: list[threading.Thread] = []
 _BACKGROUND: list[threading.Thread] = []
 _BACKGROUND_LOCK = threading.Lock()
-EXIT_WAIT_S = 60.0  # the longest the interpreter's exit waits for such a thread
+EXIT_WAIT_S = 60.0  # the longest the exit (or a first compile) waits for such a thread
 
 
 def background(work, name: str) -> threading.Thread:
@@ -160,10 +160,12 @@ def wait_for_warm_up() -> None:
     """Before a first compile: the warm-up thread's work finished (Triton's
     import, key and driver utilities, which the compile needs too), so that
     the two do not build the driver's C module at once (twice the system
-    compiler's 0.4 s, side by side on a cold machine)."""
+    compiler's 0.4 s, side by side on a cold machine). At most
+    EXIT_WAIT_S: a warm-up stuck in the driver leaves the compile to do the
+    work itself."""
     for t in _WARM:
         if t.is_alive() and t is not threading.current_thread():
-            t.join()
+            t.join(EXIT_WAIT_S)
 
 
 def warm_up() -> None:
