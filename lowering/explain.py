@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from passes.lower_to_loop import source_locations
+
 from . import pytree
 from .api import CompiledFunction, compile
 from .device_call import device_of, on_host_copies
@@ -128,16 +130,24 @@ def explain(fn, dynamic=None):
             ops.append(dict(c))
             graphs.append(str(seg.module))
         kernels, refused, partitions, paths = [], [], [], []
-        progs = []
-        for prog in probe.programs_run:
+        progs, sites = [], []
+        # (a program is shared by every module of its IR: its report's lines
+        # are read at this call's own source locations, its segment's)
+        here = [source_locations(seg.module) for seg in trace.segments] \
+            if len(probe.programs_run) == len(trace.segments) else [None] * len(probe.programs_run)
+        for prog, locs in zip(probe.programs_run, here):
             part = getattr(prog, "partition", None)
             if part is not None:
                 partitions.append(part)
                 progs.extend(prog.programs)
+                sites.extend([locs] * len(prog.programs))
             else:
                 progs.append(prog)
-        for prog in progs:
+                sites.append(locs)
+        for prog, locs in zip(progs, sites):
             rep = prog.report
+            if rep is not None and locs is not None:
+                rep = rep.relocated(locs)
             if rep is not None:
                 kernels.append(rep.kernels)
                 refused.append(rep.refused)

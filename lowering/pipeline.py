@@ -60,7 +60,7 @@ from passes.batch_routines import BatchRoutines
 from passes.canonicalize import ArrayCanonicalize
 from passes.decompose import Decompose
 from passes.keep_flags import KeepFlags
-from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport
+from passes.lower_to_loop import AnnotateLayouts, LowerToLoop, LoweringReport, source_locations
 from passes.remat import Partition, Remat, read_cut
 from passes.schedule import Schedule
 from passes.share_kernels import ShareKernels
@@ -353,7 +353,7 @@ def _compile(module: ModuleOp, backend: str, layouts: list[str],
         tensor = tensor_stage(module, partition, flags=flags)
         cut = read_cut(tensor)
         if cut is not None:  # (a training step's halves: not tuned)
-            return PartitionedProgram(cut, backend, layouts)
+            return PartitionedProgram(cut, backend, layouts, source_locations(module))
         return autotune.tune(partial(_candidate, tensor, backend, layouts), tune_inputs, key)
     if backend == "cpu" and key is not None:
         disk = cpu_cache.find(module, key.ir, key.layouts, key.partition,
@@ -363,8 +363,10 @@ def _compile(module: ModuleOp, backend: str, layouts: list[str],
     tensor = tensor_stage(module, partition, flags=flags)
     cut = read_cut(tensor)
     if cut is not None:  # (its halves are compiled in this process)
-        return PartitionedProgram(cut, backend, layouts)
+        return PartitionedProgram(cut, backend, layouts, source_locations(module))
     final, report = lower_below(tensor, backend, layouts)
+    if report is not None:  # (what explain reads the report's lines against)
+        report.locations = source_locations(module)
     if disk is None:
         return emit(final, backend, report)
     return disk.build(final, report, partial(_timed, after=None))
@@ -386,11 +388,15 @@ class PartitionedProgram:
     values (lowered and compiled on first use, for the saved values'
     layouts)."""
 
-    def __init__(self, partition: Partition, backend: str, layouts: list[str]):
+    def __init__(self, partition: Partition, backend: str, layouts: list[str],
+                 locations: list[str] | None = None):
         self.partition = partition  # its report is what `explain` shows
         self.backend = backend
         self.layouts = layouts
+        self.locations = locations or []  # (the captured module's: its halves' reports')
         final, report = lower_below(partition.forward.clone(), backend, layouts)
+        if report is not None:
+            report.locations = self.locations
         self.forward = emit(final, backend, report)
         self._backward: dict[tuple, Callable] = {}
         self._backward_lock = threading.Lock()  # one compile per layout, whichever thread asks
@@ -421,6 +427,8 @@ class PartitionedProgram:
         t0 = time.perf_counter()
         final, report = lower_below(self.partition.backward.clone(), self.backend,
                                     self.layouts + list(lay))
+        if report is not None:
+            report.locations = self.locations
         prog = emit(final, self.backend, report)
         logger("perf").debug("compile (%s): %.2f ms", self.backend,
                              (time.perf_counter() - t0) * 1e3)

@@ -34,6 +34,8 @@ leaves a reason (`LoweringReport`), which `explain` shows."""
 
 from __future__ import annotations
 
+import re
+
 from collections import Counter
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -2739,17 +2741,54 @@ class LoweringReport:
     refused: list[str]  # why values got their own buffer
     # per op the cost model decided: which path (generated or library) and why
     paths: list[str] = field(default_factory=list)
+    # the source locations (`location_text`) of the captured module's ops, in
+    # order, that the lines above name: a program shared by modules of the
+    # same IR (another function, another file) is reported at each one's own
+    # (`relocated`)
+    locations: list[str] = field(default_factory=list)
+
+    def relocated(self, locations: list[str]) -> "LoweringReport":
+        """The report with its locations read as those of a module of the
+        same IR whose ops are at `locations` (same order); itself where the
+        two do not correspond."""
+        if len(locations) != len(self.locations) or locations == self.locations:
+            return self
+        moved: dict[str, str] = {}
+        for old, new in zip(self.locations, locations):
+            if old != new:
+                moved.setdefault(old, new)
+        if not moved:
+            return self
+        pattern = re.compile("|".join(re.escape(k) for k in sorted(moved, key=len, reverse=True)))
+
+        def at(text: str) -> str:
+            return pattern.sub(lambda m: moved[m.group(0)], text)
+        return LoweringReport([(k, [at(o) for o in ops]) for k, ops in self.kernels],
+                              [at(r) for r in self.refused], [at(p) for p in self.paths],
+                              list(locations))
+
+
+def location_text(op: Operation) -> str | None:
+    """`(file:line)` of an op captured at a source line, else None."""
+    from xdsl.dialects.builtin import FileLineColLoc
+
+    loc = op.location
+    if isinstance(loc, FileLineColLoc):
+        return f"({loc.filename.data.rsplit('/', 1)[-1]}:{loc.line.data})"
+    return None
+
+
+def source_locations(module: Operation) -> list[str]:
+    """The location texts of a module's ops, in walk order (ops without one
+    left out)."""
+    return [t for t in map(location_text, module.walk()) if t is not None]
 
 
 def describe(op: Operation) -> str:
     """`op name "ufunc" (file:line)` for reports."""
-    from xdsl.dialects.builtin import FileLineColLoc
-
-    loc = op.location
     name = op.name + (f" \"{op.fn.data}\"" if isinstance(op, (A.UfuncOp, A.RoutineOp)) else "")
-    if isinstance(loc, FileLineColLoc):
-        return f"{name} ({loc.filename.data.rsplit('/', 1)[-1]}:{loc.line.data})"
-    return name
+    where = location_text(op)
+    return name if where is None else f"{name} {where}"
 
 
 def layouts_of(f: func.FuncOp) -> list[str]:

@@ -681,7 +681,7 @@ def merged_report(report, kernel_module: ModuleOp):
                 name = CONSTANT_ONCE if once[n] else name
                 n += 1
             entries.append((name, ops))
-        report = LoweringReport(entries, report.refused, report.paths)
+        report = LoweringReport(entries, report.refused, report.paths, report.locations)
     if not groups:
         return report
     head_of = {n: head for head, names in groups.items() for n in names}
@@ -696,7 +696,7 @@ def merged_report(report, kernel_module: ModuleOp):
         else:
             at[head] = len(kernels)
             kernels.append(("+".join(groups[head]), list(ops)))
-    return LoweringReport(kernels, report.refused, report.paths)
+    return LoweringReport(kernels, report.refused, report.paths, report.locations)
 
 
 def blas_report(report, plan: ProgramPlan):
@@ -718,7 +718,7 @@ def blas_report(report, plan: ProgramPlan):
         if isinstance(st, BlasPlan):
             count = st.words[0]
             kernels[i] = (f"blas {st.routine}" + (f" x{count}" if count > 1 else ""), kernels[i][1])
-    return LoweringReport(kernels, report.refused, report.paths)
+    return LoweringReport(kernels, report.refused, report.paths, report.locations)
 
 
 def compile_kernels(loop_module: ModuleOp, kernels: dict[str, K.KernelOp],

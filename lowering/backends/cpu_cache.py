@@ -237,7 +237,8 @@ def report_json(report) -> dict | None:
     if report is None:
         return None
     return {"kernels": [[name, list(ops)] for name, ops in report.kernels],
-            "refused": list(report.refused), "paths": list(report.paths)}
+            "refused": list(report.refused), "paths": list(report.paths),
+            "locations": list(report.locations)}
 
 
 # ---- reading ---------------------------------------------------------------
@@ -294,7 +295,8 @@ def report_from_json(d: dict | None):
     if d is None:
         return None
     return LoweringReport([(str(n), [str(o) for o in ops]) for n, ops in d["kernels"]],
-                          [str(r) for r in d["refused"]], [str(p) for p in d.get("paths", [])])
+                          [str(r) for r in d["refused"]], [str(p) for p in d.get("paths", [])],
+                          [str(t) for t in d.get("locations", [])])
 
 
 # ---- the user's view ---------------------------------------------------------
