@@ -134,7 +134,7 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
     plan = trace.plan
     if isinstance(prog, DynamicProgram):
         if (not _plain(trace, prog, treedef, n, len(paths)) or not flat_positional(treedef, n)
-                or any(c.where != "L" for c in guards.checks)):
+                or any(c.where != "L" for c in guards.checks) or plan.writebacks):
             return None
         return _dynamic_fast_call(guards, leaves, trace, prog, n)
     if not _plain(trace, prog, treedef, n, 0):
@@ -145,14 +145,15 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
     if outs is None or not body.bind(seg.bindings, list(leaves) + list(gvals), n):
         return None
     ret = body.result(outs, plan.treedef)
-    if ret is None:
+    if ret is None or not body.write_back(plan, seg.bindings):
         return None
-    body.run_steps()
     fast = body.compile(guards, n, ret, treedef, paths)
     if fast is None:
         return None
     flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
     call = keyword_call(treedef, n)
+    if plan.writebacks or any(isinstance(s, tuple) for s, _ in outs):
+        return fast  # (the native entry writes nothing back, returns buffers only)
     if native.enabled() and call is not None and flat_out:  # (it returns those)
         entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast,
                               *call)
@@ -224,14 +225,15 @@ def _nested_native(body, guards, n: int, bindings, prog, outs, out_tree, treedef
 
 def _plain(trace, prog, treedef, n: int, n_globals: int) -> bool:
     """A CPU program of one graph, called with arguments whose structure the
-    fast call reads (`access`), reading no Python state and writing nothing
-    back."""
+    fast call reads (`access`), reading no Python state and writing back
+    into arguments only (`x *= y`: the program's result copied into the
+    argument, `_FastBody.write_back`), not into the state it reads."""
     from .backends.cpu_backend import CpuProgram
     from .backends.cpu_dynamic import DynamicProgram
 
     return (isinstance(prog, (CpuProgram, DynamicProgram)) and not n_globals and not trace.breaks
-            and not trace.plan.writebacks and access(treedef) is not None
-            and len(trace.segments) == 1)
+            and all(src < n for src, _ in trace.plan.writebacks)
+            and access(treedef) is not None and len(trace.segments) == 1)
 
 
 def _outputs(plan, prog) -> list | None:
@@ -242,15 +244,23 @@ def _outputs(plan, prog) -> list | None:
     from .backends.cpu_backend import AllocStep
 
     alloc_slots = {st.slot for st in prog.steps if isinstance(st, AllocStep)}
+    written = {idx: src for src, idx in plan.writebacks}
     outs = []
     for leaf in plan.leaves:
+        if leaf[0] == "const" and leaf[1] is None:  # (a function that returns nothing)
+            outs.append((("None",), None))
+            continue
         if leaf[0] != "out":
             return None
+        if leaf[1] in written:  # (the argument itself, written back: `x *= y; return x`)
+            outs.append((("L", written[leaf[1]]), _conversion(leaf[2], leaf[3])))
+            continue
         slot = prog.outputs[leaf[1]]
         if slot not in alloc_slots:
             return None
         outs.append((slot, _conversion(leaf[2], leaf[3])))
-    if len({s for s, _ in outs}) != len(outs) or len(prog.outputs) != len(set(prog.outputs)):
+    held = [s for s, _ in outs if s != ("None",)]
+    if len(set(held)) != len(held) or len(prog.outputs) != len(set(prog.outputs)):
         return None
     return outs
 
@@ -291,6 +301,26 @@ class _FastBody:
                 self.lines.append(f"    v{i} = asarray({src})")
             else:
                 self.lines.append(f"    v{i} = {src}")
+        return True
+
+    def write_back(self, plan, bindings) -> bool:
+        """The program's steps (`run_steps`), then each result the function
+        wrote into an argument copied into it (`x *= y`), as the general
+        path's `apply_plan` does after the program ran (its IEEE flags
+        checked first); False where a written result is neither a buffer
+        the program allocates nor the argument's own buffer."""
+        from .backends.cpu_backend import AllocStep
+
+        alloc_slots = {st.slot for st in self.prog.steps if isinstance(st, AllocStep)}
+        copies = []
+        for src, idx in plan.writebacks:
+            slot = self.prog.outputs[idx]
+            if slot in alloc_slots:
+                copies.append(f"    L[{src}][...] = v{slot}")
+            elif not (slot < len(bindings) and bindings[slot] == src):
+                return False  # (the argument's own buffer: written in place, nothing to copy)
+        self.run_steps()
+        self.lines += copies
         return True
 
     def run_steps(self) -> None:
@@ -363,12 +393,14 @@ class _FastBody:
         """The return statement: one output, or a flat tuple of them (each
         made of its buffer by its conversion); None for another structure."""
         res = []
-        for slot, conv in outs:
+        for k, (slot, conv) in enumerate(outs):
+            value = (f"v{slot}" if not isinstance(slot, tuple) else "None" if slot[0] == "None"
+                     else f"L[{slot[1]}]")
             if conv is not None:
-                self.ns[f"Y{slot}"] = conv
-                res.append(f"Y{slot}(v{slot})")
+                self.ns[f"Y{k}"] = conv
+                res.append(f"Y{k}({value})")
             else:
-                res.append(f"v{slot}")
+                res.append(value)
         if treedef is None:
             return f"    return {res[0]}"
         built = render(treedef, res, self.ns)

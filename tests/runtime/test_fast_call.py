@@ -265,3 +265,56 @@ def _leaves(tree):
     if isinstance(tree, (list, tuple)):
         return [x for v in tree for x in _leaves(v)]
     return [tree]
+
+
+def test_writes_into_arguments_take_the_fast_call():
+    """`x *= y` (returning x, or nothing), a slice of an argument updated
+    with another value returned, by keyword too: the generated call runs the
+    program and copies the written result into the argument, as the general
+    path does — the caller's array holds numpy's values after every call,
+    and is the result returned; arguments that overlap miss the call and
+    numpy's aliasing answers."""
+    def scale(x, y):
+        x *= y
+        return x
+
+    def scale_quietly(x, y):
+        x *= y
+
+    def shift_add(x, y=None):
+        x[1:] += y[:-1]
+        return x.sum()
+
+    calls = [(scale, lambda a, b: ((a, b), {})), (scale_quietly, lambda a, b: ((a, b), {})),
+             (shift_add, lambda a, b: ((a,), {"y": b}))]
+    for fn, spell in calls:
+        cf = lowering.compile(fn)
+        a, b, _ = arrays(seed=1)
+        mine, theirs = a.copy(), a.copy()
+        general = []
+        for k in range(5):
+            if k == 2:  # (from the third call on: no call may take the general path)
+                real = cf._try_entries
+                cf._try_entries = lambda *x, real=real: (general.append(x), real(*x))[1]
+            args, kw = spell(mine, b)
+            got = cf(*args, **kw)
+            targs, tkw = spell(theirs, b)
+            want = fn(*targs, **tkw)
+            np.testing.assert_array_equal(mine, theirs)  # (written into the caller's array)
+            if want is None:
+                assert got is None
+            elif isinstance(want, np.ndarray):
+                assert got is mine
+            else:
+                assert_same_value(got, want)
+        assert general == [] and cf._fast is not None, fn.__name__
+        # the same array twice, or overlapping views of the traced shape:
+        # numpy's aliasing, not the program's
+        n = mine.shape[0]
+        for twice in (True, False):
+            ours, ref = np.arange(n + 1.0), np.arange(n + 1.0)
+            for buf, run in ((ours, cf), (ref, fn)):
+                x, y = (buf[:n], buf[:n]) if twice else (buf[1:], buf[:-1])
+                args, kw = spell(x, y)
+                run(*args, **kw)
+            np.testing.assert_array_equal(ours, ref)
