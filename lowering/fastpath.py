@@ -125,7 +125,19 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
     plain enough: see the module's docstring. `paths`: the Python state the
     entry reads (a helper function of the module, an attribute), evaluated
     in the call as the entry's `fetch` evaluates them (`gvals`: their values
-    when traced)."""
+    when traced). A failure in making it is logged ("perf") and leaves the
+    entry to the general path, which answers the same."""
+    try:
+        return _make_fast_call(guards, treedef, leaves, trace, prog, paths, gvals)
+    except Exception:  # noqa: BLE001 - an optimization's bug costs speed, not the call
+        from .config import logger
+
+        logger("perf").warning("no fast call for this entry (its generation failed)",
+                               exc_info=True)
+        return None
+
+
+def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) -> Callable | None:
     from runtime import native
 
     from .backends.cpu_dynamic import DynamicProgram
@@ -328,6 +340,8 @@ class _FastBody:
         last use, then the IEEE flags checked where anything ran."""
         from .backends.cpu_backend import AllocStep, KernelStep
 
+        if not self.prog.steps:  # (nothing to run: `np.positive(x, out=x)`)
+            return
         self.lines.append("    with lock:")
         for k, st in enumerate(self.prog.steps):
             if isinstance(st, AllocStep):

@@ -318,3 +318,39 @@ def test_writes_into_arguments_take_the_fast_call():
                 args, kw = spell(x, y)
                 run(*args, **kw)
             np.testing.assert_array_equal(ours, ref)
+
+
+def test_a_program_with_nothing_to_run_gets_a_fast_call():
+    """`np.positive(x, out=x)`: the program runs no step (the result is the
+    argument, written in place by nothing); its fast call returns the
+    argument itself."""
+    def f(x):
+        return np.positive(x, out=x)
+
+    cf = lowering.compile(f)
+    x = np.array([-2147483648, 3], dtype=np.int32)
+    for _ in range(3):
+        assert cf(x) is x
+    np.testing.assert_array_equal(x, [-2147483648, 3])
+    assert cf._fast is not None
+
+
+def test_a_failure_making_the_fast_call_leaves_the_general_path(monkeypatch, caplog):
+    """A bug in the fast call's generation costs speed, not the call: the
+    failure is logged ("perf") and the general path answers."""
+    from lowering import fastpath
+
+    def broken(*a, **k):
+        raise SyntaxError("a generated line the parser refuses")
+    monkeypatch.setattr(fastpath._FastBody, "compile", broken)
+
+    def f(x):
+        return x * 2 + 1
+
+    cf = lowering.compile(f)
+    x, _, _ = arrays()
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            assert_same_value(cf(x), f(x))
+    assert cf._fast is None
+    assert any("no fast call" in r.getMessage() for r in caplog.records)
