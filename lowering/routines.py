@@ -94,14 +94,57 @@ ROUTINES: dict[str, Callable[..., Any]] = {
 # (`out=`), as numpy itself does into the one it allocates: where numpy's own
 # result dtype is the output's, the call computes the same values (the same
 # loop) and spares an allocation and a copy. A row: (input dtypes, config,
-# output dtype) -> `call(arrays, out)`, or None where it cannot.
+# output dtype) -> `call(*inputs, out)`, or None where it cannot.
 
-Into = Callable[[list, np.ndarray], None]
+Into = Callable[..., None]
 
 
 # a batch of 1-D transforms of this many elements (input or output) or more is
 # split by rows over the CPU threads (a Python worker's hand-off costs 40-75 us)
 FFT_SPLIT_ELEMENTS = 1 << 18
+
+
+def _transform(name: str, dtype: np.dtype, config: dict) -> Callable[..., Any]:
+    """`fn(x, out=target)` computing numpy's `name` (a 1-D transform) with
+    the config's n, axis and norm: the gufunc numpy's `_raw_fft` calls, with
+    the arguments it gives it (the same loop: the same values), without the
+    wrapper's dispatch and checks (3-4 us a call: a shape it would refuse
+    never reaches a program, capture ran numpy on it); the wrapper itself
+    where numpy has no such gufunc or the config holds more."""
+    fn = ROUTINES[name]
+    kind = name.rsplit(".", 1)[1]
+    norm = config.get("norm")
+    if _pocketfft is None or set(config) - {"n", "axis", "norm"} or norm not in _FFT_NORMS:
+        return lambda x, out: fn(x, **config, out=out)
+    forward, real = kind in ("fft", "rfft"), kind in ("rfft", "irfft")
+    scale = norm if forward else _FFT_NORMS[norm]  # (numpy's `_swap_direction`)
+    real_dtype = np.result_type(np.empty(0, dtype).real.dtype, 1.0)
+    axis, given = config.get("axis", -1), config.get("n")
+    fcts: dict[int, Any] = {}
+
+    def call(x: np.ndarray, out: np.ndarray) -> Any:
+        ax = axis % x.ndim  # (numpy's `normalize_axis_index`: capture checked it)
+        n = given if given is not None else (x.shape[ax] - 1) * 2 if kind == "irfft" \
+            else x.shape[ax]
+        if n < 1:  # (numpy's ValueError)
+            return fn(x, **config, out=out)
+        fct = fcts.get(n)
+        if fct is None:
+            fct = fcts[n] = (1 if scale in (None, "backward")
+                             else np.reciprocal(np.sqrt(n, dtype=real_dtype)) if scale == "ortho"
+                             else np.reciprocal(n, dtype=real_dtype))
+        uf = (_pocketfft.irfft if not forward else
+              (_pocketfft.rfft_n_even if n % 2 == 0 else _pocketfft.rfft_n_odd)) if real \
+            else _pocketfft.fft if forward else _pocketfft.ifft
+        return uf(x, fct, axes=[(ax,), (), (ax,)], out=out)
+    return call
+
+
+try:  # numpy 2's transforms are gufuncs the wrappers call
+    from numpy.fft import _pocketfft_umath as _pocketfft
+except ImportError:  # pragma: no cover (numpy's layout changed: the wrappers)
+    _pocketfft = None
+_FFT_NORMS = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
 def _fft_into(name: str, real_out: bool) -> Callable[..., Into | None]:
@@ -114,17 +157,18 @@ def _fft_into(name: str, real_out: bool) -> Callable[..., Into | None]:
         dtype = np.result_type(a.real.dtype, 1.0) if real_out else np.result_type(a.dtype, 1j)
         if dtype != out:
             return None
-        fn = ROUTINES[name]
+        fn = _transform(name, ins[0], config)
 
-        def call(arrays: list, target: np.ndarray) -> None:
-            x = arrays[0]
-            axis = config.get("axis", -1)
-            if (len(arrays) == 1 and x.ndim >= 2 and axis % x.ndim != 0
+        if len(ins) != 1:
+            return lambda *xs: ROUTINES[name](*xs[:-1], **config, out=xs[-1])
+        axis = config.get("axis", -1)
+
+        def call(x: np.ndarray, target: np.ndarray) -> None:
+            if (x.ndim >= 2 and axis % x.ndim != 0
                     and max(x.size, target.size) >= FFT_SPLIT_ELEMENTS
-                    and _rows_split(lambda lo, hi: fn(x[lo:hi], **config, out=target[lo:hi]),
-                                    x.shape[0])):
+                    and _rows_split(lambda lo, hi: fn(x[lo:hi], target[lo:hi]), x.shape[0])):
                 return
-            fn(*arrays, **config, out=target)
+            fn(x, target)
         return call
     return plan
 
@@ -181,8 +225,21 @@ def _ufunc_into(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None
         if len(loop) == len(ins) + 1 and loop[-1] == out:
             casts = [d if d != i else None for i, d in zip(ins, loop)]
     ufunc, args = config["ufunc"], config["args"]
+    if all(a == "@" for a in args):  # (numpy's call itself)
+        uf = getattr(np, ufunc)
+        if all(c is None for c in casts):
+            if len(ins) == 2:
+                return lambda a, b, target: uf(a, b, out=target)
+            return lambda *xs: uf(*xs[:-1], out=xs[-1])
 
-    def call(arrays: list, target: np.ndarray) -> None:
+        def direct(*arrays) -> None:
+            target = arrays[-1]
+            uf(*[a.astype(c) if c is not None and a.size * PRECAST_RATIO <= target.size else a
+                 for a, c in zip(arrays, casts)], out=target)
+        return direct
+
+    def call(*arrays) -> None:
+        target = arrays[-1]
         xs = [a.astype(c) if c is not None and a.size * PRECAST_RATIO <= target.size else a
               for a, c in zip(arrays, casts)]
         _ufunc(*xs, ufunc=ufunc, args=args, out=target)
@@ -200,7 +257,7 @@ INTO: dict[str, Callable[[list[np.dtype], dict, np.dtype], Into | None]] = {
 
 def into(name: str, ins: list[np.dtype], config: dict[str, Any], out: np.dtype) -> Into | None:
     """A call of routine `name` writing its one result into a given array of
-    dtype `out` — `call(arrays, out)` —, or None where it cannot."""
+    dtype `out` — `call(*inputs, out)` —, or None where it cannot."""
     plan = INTO.get(name)
     return plan(ins, config, out) if plan is not None else None
 

@@ -278,13 +278,15 @@ def compile_module(module: ModuleOp) -> Program:
     return Program(n_inputs, len(slots), kept[::-1], outputs)
 
 
-def extern_operands(ext, broadcasts: bool = True) -> Callable[..., list]:
+def extern_operands(ext, broadcasts: bool = True, identity: bool = False
+                    ) -> Callable[..., list] | None:
     """For a `loop.extern` with a body: a function from its input arrays to
     the arrays its computed op reads (the body's views made as numpy views
     of the inputs: no copies). Without `broadcasts`, an operand's last
     views that are broadcasts are left to the routine (a ufunc broadcasts
     its operands itself: `np.broadcast_to` costs more than a small
-    ufunc's whole loop)."""
+    ufunc's whole loop). With `identity`, None where the op reads the
+    inputs themselves, in order."""
     inner = ext.computed()
     block = ext.body.block
     index = {a: i for i, a in enumerate(block.args)}
@@ -298,6 +300,8 @@ def extern_operands(ext, broadcasts: bool = True) -> Callable[..., list]:
         index[v.results[0]] = len(index)
         steps.append((RULES[type(v)](v), index[v.operands[0]]))
     reads = [index[o] for o in inner.operands]
+    if not steps and reads == list(range(len(block.args))) and identity:
+        return None
     if not steps:
         return lambda *arrs: [arrs[i] for i in reads]
 
@@ -323,11 +327,8 @@ def extern_routine(ext) -> Callable:
 def _routine_into(op: A.RoutineOp) -> Callable | None:
     from .. import routines
 
-    call = routines.into(op.fn.data, [from_ir(o.type.element_type) for o in op.operands],
+    return routines.into(op.fn.data, [from_ir(o.type.element_type) for o in op.operands],
                          op.kwargs(), from_ir(op.outputs[0].type.element_type))
-    if call is None:
-        return None
-    return lambda *xs: call(list(xs[:-1]), xs[-1])
 
 
 def _ufunc_into(uf: np.ufunc) -> Callable[[Operation], Callable | None]:
@@ -338,6 +339,8 @@ def _ufunc_into(uf: np.ufunc) -> Callable[[Operation], Callable | None]:
         dt = op.results[0].type.element_type  # type: ignore[attr-defined]
         if any(o.type.element_type != dt for o in op.operands):
             return None
+        if len(op.operands) == 2:
+            return lambda a, b, out: uf(a, b, out=out)
         return lambda *xs: uf(*xs[:-1], out=xs[-1])
 
     return rule
@@ -370,6 +373,8 @@ def extern_into(ext) -> Callable | None:
     into = rule(inner)
     if into is None or not ext.views():
         return into
-    operands = extern_operands(ext, broadcasts=type(inner) not in BROADCASTING)
+    operands = extern_operands(ext, broadcasts=type(inner) not in BROADCASTING, identity=True)
     n = ext.num_inputs.value.data
+    if operands is None:  # (the routine reads the inputs as they are)
+        return into
     return lambda *arrs: into(*operands(*arrs[:n]), arrs[n])

@@ -89,7 +89,7 @@ def test_transform_into_matches_numpy(name, n, rows, dtype, norm, seed):
     call = routines.into(name, [x.dtype], config, want.dtype)
     assert call is not None
     out = np.full(want.shape, np.nan, want.dtype)
-    call([x], out)
+    call(x, out)
     np.testing.assert_array_equal(out, want, strict=True)
     other = np.complex64 if want.dtype != np.complex64 else np.complex128
     assert routines.into(name, [x.dtype], config, np.dtype(other)) is None
@@ -119,7 +119,7 @@ def test_ufunc_into_matches_numpy(uf, big, small, shape, seed):
         call = routines.into("np.ufunc", [v.dtype for v in arrays], config, want.dtype)
         assert call is not None
         out = np.empty(want.shape, want.dtype)
-        call(arrays, out)
+        call(*arrays, out)
     np.testing.assert_array_equal(out, want, strict=True)
 
 
