@@ -297,6 +297,11 @@ class KernelPlan:
     threads: int
     params: tuple[int, ...]
     checks: tuple[tuple[int, int], ...]
+    # the slots it stores into and those it loads from (one that loads
+    # nothing, or only constants, computes the same values on every call:
+    # `hoist_constant_kernels`)
+    stores: tuple[int, ...] = ()
+    loads: tuple[int, ...] = ()
 
     def scalars(self):
         """The int64 words a launch hands the kernel (its 4th argument: the
@@ -382,8 +387,10 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
 def kernel_plan(k: K.KernelOp, slots, body: int) -> KernelPlan:
     table = tuple((o.axis.value.data, o.size.value.data) for o in k.body.walk()
                   if isinstance(o, L.IndexOp))
+    stores = tuple(dict.fromkeys(slots[o.buffer] for o in k.body.walk() if isinstance(o, L.StoreOp)))
+    loads = tuple(dict.fromkeys(slots[o.buffer] for o in k.body.walk() if isinstance(o, L.LoadOp)))
     return KernelPlan(k.sym_name.data, body, tuple(slots[b] for b in k.buffers), k.work.value.data,
-                      k.threads.value.data, tuple(param_bits(k)), table)
+                      k.threads.value.data, tuple(param_bits(k)), table, stores, loads)
 
 
 def extern_plan(op: L.ExternOp, slots) -> ExternPlan:
@@ -458,9 +465,11 @@ class CpuProgram:
         self.llvm_ir = ""  # the LLVM IR this program JIT-compiled (`compile_kernels`)
         steps: list[Step] = []
         constants: dict[int, np.ndarray] = {}  # extern step -> the constant it makes
+        kernel_plans: dict[int, KernelPlan] = {}  # id(step) -> its plan
         for st in plan.steps:
             if isinstance(st, KernelPlan):
                 steps.append(self._kernel_step(st))
+                kernel_plans[id(steps[-1])] = st
             elif isinstance(st, BlasPlan):
                 steps.append(self._blas_step(st))
             elif isinstance(st, ExternPlan):
@@ -472,6 +481,7 @@ class CpuProgram:
                 steps.append(st)
         self.outputs = plan.outputs
         steps = hoist_constants(steps, constants, self.outputs, plan.written)
+        steps, self.hoisted = hoist_constant_kernels(steps, kernel_plans, plan, self.outputs)
         # a program of kernels only keeps the pool's workers awake after each
         # split kernel, for the next one or the next call's (`runtime.pool`);
         # one that calls BLAS or numpy leaves the cores to them
@@ -572,6 +582,49 @@ def hoist_constants(steps: list[Step], constants: dict[int, np.ndarray],
     return [st for k, st in enumerate(out) if k not in drop]
 
 
+def hoist_constant_kernels(steps: list[Step], kernel_plans: dict[int, KernelPlan],
+                           plan: ProgramPlan, outputs: tuple[int, ...]
+                           ) -> tuple[list[Step], frozenset[str]]:
+    """A kernel that loads nothing but constants (a constant broadcast into
+    a buffer: the 0-d exponent numpy's power loop reads for `x ** 8`; a
+    function of `np.arange(n)`, itself made once) computes the same values
+    on every call: it runs once, here, and the buffers it stores become
+    static, read-only allocations of the program; its step is dropped. Only
+    where no other step writes those buffers, none is an output, the kernel
+    has no index checks, and its run raised no floating-point flag (numpy
+    would warn on every call: the kernel then stays, and so does its
+    warning). Also the names of the kernels it ran."""
+    writers: dict[int, int] = {}
+    for p in plan.steps:
+        written = (p.stores if isinstance(p, KernelPlan) else p.args[2:] if isinstance(p, BlasPlan)
+                   else p.args[p.n_inputs:] if isinstance(p, ExternPlan) else ())
+        for slot in written:
+            writers[slot] = writers.get(slot, 0) + 1
+    allocs = {st.slot: k for k, st in enumerate(steps) if isinstance(st, AllocStep)}
+    out, drop, names = list(steps), set(), set()
+    for k, st in enumerate(steps):
+        p = kernel_plans.get(id(st)) if isinstance(st, KernelStep) else None
+        if (p is None or p.checks or set(p.bufs) != set(p.stores) | set(p.loads)
+                or any(s not in allocs or out[allocs[s]].static is None or s in p.stores
+                       for s in p.loads)
+                or any(writers.get(s) != 1 or s in outputs or s not in allocs
+                       or out[allocs[s]].static is not None for s in p.stores)):
+            continue
+        arrays = {s: out[allocs[s]].static if s in p.loads
+                  else np.empty(out[allocs[s]].shape, out[allocs[s]].dtype) for s in st.bufs}
+        ptrs = (ctypes.c_void_p * max(len(arrays), 1))()
+        for j, s in enumerate(st.bufs):
+            ptrs[j] = id(arrays[s])
+        if st.work > 0 and cpu.launch(st.fn, st.work, ptrs, st.scalars_address, st.threads, 0):
+            continue  # (a flag: numpy's warning belongs to every call)
+        for s in p.stores:
+            arrays[s].flags.writeable = False
+            out[allocs[s]] = replace(out[allocs[s]], static=arrays[s])
+        drop.add(k)
+        names.add(p.name)
+    return [st for k, st in enumerate(out) if k not in drop], frozenset(names)
+
+
 def last_uses(steps: list[Step]) -> dict[int, int]:
     """Slot -> the index of the last step that uses it (allocations count)."""
     last: dict[int, int] = {}
@@ -653,7 +706,8 @@ def emitted(kernel_module: ModuleOp) -> dict[str, str]:
     return {"llvm": text, "asm": cpu.assembly(text) if kernels else "; no kernels: externs only\n"}
 
 
-CONSTANT_ONCE = "constant (made once, not per call)"
+ONCE = "(made once, not per call)"
+CONSTANT_ONCE = f"constant {ONCE}"
 
 
 def merged_report(report, kernel_module: ModuleOp):
@@ -772,5 +826,16 @@ def build_plan(kernel_module: ModuleOp, report, plan: ProgramPlan, kernels, keys
 def program(plan: ProgramPlan, addresses: dict[str, int], report, llvm_ir: str = "",
             stage: Callable[[str], AbstractContextManager] = _untimed) -> CpuProgram:
     prog = CpuProgram(plan, addresses, stage)
-    prog.report, prog.llvm_ir = blas_report(report, plan), llvm_ir
+    prog.report, prog.llvm_ir = blas_report(once_report(report, prog.hoisted), plan), llvm_ir
     return prog
+
+
+def once_report(report, hoisted: frozenset[str]):
+    """The report with each kernel the program ran once at build time
+    (`hoist_constant_kernels`) marked so."""
+    from passes.lower_to_loop import LoweringReport
+
+    if report is None or not hoisted:
+        return report
+    kernels = [(f"{name} {ONCE}" if name in hoisted else name, ops) for name, ops in report.kernels]
+    return LoweringReport(kernels, report.refused, report.paths, report.locations)

@@ -211,7 +211,8 @@ def plan_json(plan: B.ProgramPlan) -> dict:
             steps.append(["alloc", st.slot, list(st.shape), to_text(st.dtype)])
         elif isinstance(st, B.KernelPlan):
             steps.append(["kernel", st.name, st.body, list(st.bufs), st.work, st.threads,
-                          list(st.params), [list(c) for c in st.checks]])
+                          list(st.params), [list(c) for c in st.checks], list(st.stores),
+                          list(st.loads)])
         elif isinstance(st, B.BlasPlan):
             steps.append(["blas", st.routine, list(st.args), list(st.words), st.flops])
         else:
@@ -264,11 +265,12 @@ def plan_from_json(d: dict) -> B.ProgramPlan:
             _, slot, shape, dtype = st
             steps.append(B.AllocStep(int(slot), tuple(int(n) for n in shape), np.dtype(dtype)))
         elif kind == "kernel":
-            _, name, body, bufs, work, threads, params, checks = st
+            _, name, body, bufs, work, threads, params, checks, stores, loads = st
             steps.append(B.KernelPlan(str(name), int(body),
                                       tuple(int(b) for b in bufs), int(work), int(threads),
                                       tuple(int(p) for p in params),
-                                      tuple((int(a), int(n)) for a, n in checks)))
+                                      tuple((int(a), int(n)) for a, n in checks),
+                                      tuple(int(s) for s in stores), tuple(int(s) for s in loads)))
         elif kind == "blas":
             _, routine, args, words, flops = st
             steps.append(B.BlasPlan(str(routine), tuple(int(a) for a in args),
