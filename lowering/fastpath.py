@@ -165,7 +165,13 @@ def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) ->
     flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
     call = keyword_call(treedef, n)
     if plan.writebacks or any(isinstance(s, tuple) for s, _ in outs):
-        return fast  # (the native entry writes nothing back, returns buffers only)
+        # (flat positional arguments, results returned as they are)
+        if native.enabled() and call is not None and flat_out and not paths:
+            entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None,
+                                  fast, *call, writebacks=plan.writebacks)
+            if entry is not None:
+                return entry
+        return fast
     if native.enabled() and call is not None and flat_out:  # (it returns those)
         entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast,
                               *call)
@@ -519,6 +525,53 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     return fast
 
 
+def _native_writebacks(guards, bindings, prog, writebacks):
+    """For a native entry: the pairs of arguments its overlap check keeps
+    apart, as (a, nbytes, b, nbytes), and the copies of its results into
+    its arguments, as (argument, slot, nbytes) — ((), ()) for an entry that
+    writes nothing —, or None where they have no native form (an array of
+    the check that is not a C-contiguous argument, a result not of its
+    argument's shape and dtype)."""
+    from runtime.guards import ArrayCheck, OverlapCheck
+
+    from .backends.cpu_backend import AllocStep
+
+    arrays = {c.index: c for c in guards.checks if isinstance(c, ArrayCheck) and c.where == "L"}
+
+    def nbytes(arg: int) -> int | None:
+        c = arrays.get(arg)
+        if c is None or c.layout != "C" or not all(type(d) is int for d in c.shape):
+            return None
+        return c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))
+
+    apart = []
+    for check in guards.checks:
+        if not isinstance(check, OverlapCheck):
+            continue
+        if any(w != "L" for w, _, _ in check.arrays):
+            return None
+        idx = [i for _, i, _ in check.arrays]
+        sizes = [nbytes(i) for i in idx]
+        if any(z is None for z in sizes):
+            return None
+        apart += [(idx[a], sizes[a], idx[b], sizes[b])
+                  for a in range(check.n_written) for b in range(a + 1, len(idx))]
+    allocs = {st.slot: st for st in prog.steps if isinstance(st, AllocStep)}
+    copied = []
+    for src, k in writebacks:
+        slot = prog.outputs[k]
+        if slot not in allocs:
+            if not (slot < len(bindings) and bindings[slot] == src):
+                return None
+            continue  # (the argument's own buffer, written in place)
+        size, st, c = nbytes(src), allocs[slot], arrays.get(src)
+        if (size is None or tuple(st.shape) != tuple(c.shape) or not c.writeable
+                or np.dtype(st.dtype) != c.dtype):
+            return None
+        copied.append((src, slot, size))
+    return tuple(apart), tuple(copied)
+
+
 def _conversion(steps: tuple, scalar) -> Callable | None:
     """The result made of its buffer as `apply_plan` makes it: the view
     steps applied, then a 0-d array as its scalar (True: numpy's scalar;
@@ -548,12 +601,17 @@ def _flagged(run: Callable, collector) -> Callable:
 
 
 def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
-                  nargs: int, kwnames: tuple[str, ...]) -> Callable | None:
+                  nargs: int, kwnames: tuple[str, ...], writebacks=()) -> Callable | None:
     """The native builtin for this entry, or None where it does not apply:
     an argument that is neither an exact ndarray of a canonical dtype nor a
     Python float or specialized int, bool or None, a multi-threaded kernel,
     a big BLAS product. (A numpy extern, an output's conversion — a view, a
-    scalar — are called back; an index out of range goes to the fast call.)"""
+    scalar — are called back; an index out of range goes to the fast call.)
+    An entry that writes into its arguments (`writebacks`: (argument, output
+    index) pairs, `x *= y`) copies each result into its argument once the
+    program succeeded, as the fast call does, where every array it writes
+    and every other array of its overlap check is C-contiguous (the check
+    is then one of byte ranges) and a result is the argument's shape."""
     from runtime import blas, errors, native
     from runtime.memory import POOL, pooled
 
@@ -566,8 +624,14 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
         return None
     checks, descrs = derived
     keep: list = [pool_empty, *descrs]
-    if guards.no_overlap or sorted({c.arg for c in checks}) != list(range(n)):
+    if sorted({c.arg for c in checks}) != list(range(n)):
         return None
+    copies = _native_writebacks(guards, bindings, prog, writebacks)
+    if copies is None:
+        return None
+    apart, copied = copies
+    sources = tuple(("arg", s[1]) if isinstance(s, tuple) and s[0] == "L"
+                    else ("none", 0) if isinstance(s, tuple) else ("slot", s) for s, _ in outs)
     converts: list[int] = []
     for _, conv in outs:  # (a view of a buffer, a 0-d result returned as a scalar)
         keep.append(conv)
@@ -611,10 +675,12 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     f64 = np.dtype(np.float64)
     keep.append(f64)
     spec = EntrySpec(name, nargs, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
-                     tuple(s for s, _ in outs), as_tuple, id(fast), id(errors.check),
-                     tuple(id(i) for i in flag_ints),
+                     tuple(s for s, _ in outs if not isinstance(s, tuple)), as_tuple, id(fast),
+                     id(errors.check), tuple(id(i) for i in flag_ints),
                      (id(acquire), id(release)) if locking else (),
-                     tuple(id(k) for k in names), tuple(converts), id(f64))
+                     tuple(id(k) for k in names), tuple(converts), id(f64),
+                     sources if writebacks or any(k != "slot" for k, _ in sources) else (),
+                     copied, apart)
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from llvmlite import ir
 
-from runtime.guards import ArrayCheck, Check, ContentsCheck, TypeCheck, ValueCheck
+from runtime.guards import ArrayCheck, Check, ContentsCheck, OverlapCheck, TypeCheck, ValueCheck
 from runtime.native import (
     NPY_ARRAY_C_CONTIGUOUS,
     NPY_ARRAY_F_CONTIGUOUS,
@@ -131,6 +131,8 @@ def arg_checks(checks: list[Check]) -> tuple[tuple[ArgCheck | ValueArg, ...],
                 or (type(c.value) is int and INT64[0] <= c.value <= INT64[1]))):
             out.append(ValueArg(c.index, c.value))
             continue
+        if isinstance(c, OverlapCheck):  # (the caller's: `EntrySpec.apart`)
+            continue
         if not isinstance(c, ArrayCheck) or c.where != "L":
             return None
         if not all(type(d) is int for d in c.shape):  # (a size symbol: any size of 2 or more)
@@ -225,6 +227,18 @@ class EntrySpec:
     # returns (`a[()]`: a numpy scalar, or a Python float), or 0 to return it
     converts: tuple[int, ...] = ()
     f64: int = 0  # float64's descr, for the 0-d inputs of float arguments (`FloatArg`)
+    # what each result is, where set (else `outputs`' slots): ("slot", s) a
+    # buffer the program made, ("arg", a) the argument args[a] itself (`x *=
+    # y; return x`), ("none", 0) None
+    sources: tuple[tuple[str, int], ...] = ()
+    # after the program ran and its flags passed: each (arg, slot, nbytes)
+    # copies the buffer at `slot` into args[arg]'s memory, both C-contiguous
+    # of nbytes (`x *= y`: the caller's array gets the result)
+    writebacks: tuple[tuple[int, int, int], ...] = ()
+    # (a, na, b, nb): the C-contiguous arrays args[a] (na bytes) and args[b]
+    # (nb bytes) are distinct objects whose memory does not overlap, else a
+    # miss (the entry writes into one of them: the guard's `OverlapCheck`)
+    apart: tuple[tuple[int, int, int, int], ...] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -255,6 +269,7 @@ class EntryCodegen:
         self.as_long = declare("PyLong_AsLong", I64, OBJ)
         self.as_double = declare("PyFloat_AsDouble", ir.DoubleType(), OBJ)
         self.memcmp = declare("memcmp", I32, OBJ, OBJ, I64)
+        self.memcpy = declare("memcpy", OBJ, OBJ, OBJ, I64)
         self.as_long_overflow = declare("PyLong_AsLongLongAndOverflow", I64, OBJ,
                                         I32.as_pointer())
         self.err_fetch = declare("PyErr_Fetch", ir.VoidType(), *[OBJ.as_pointer()] * 3)
@@ -385,6 +400,8 @@ class EntryCodegen:
         argv = {c.arg: b.load(b.gep(args, [const(I64, c.arg)])) for c in spec.checks}
         for c in spec.checks:
             self.check(c, argv[c.arg])
+        for a, na, c, nc in spec.apart:
+            self.check_apart(argv[a], na, argv[c], nc)
 
         vals: dict[int, ir.Value] = {i: argv[a] for i, a in enumerate(spec.inputs)}
         owned: list[ir.Value] = []
@@ -434,13 +451,28 @@ class EntryCodegen:
         if spec.lock:
             self.call_lock(1)
             self.locked = False
+        for a, s, nbytes in spec.writebacks:  # (the program succeeded: its results go out)
+            b.call(self.memcpy, [self.field(argv[a], self.abi.data, OBJ),
+                                 self.field(vals[s], self.abi.data, OBJ), const(I64, nbytes)])
 
+        returned = ({s for k, s in spec.sources if k == "slot"} if spec.sources
+                    else set(spec.outputs))
         for al in spec.allocs:
-            if al.slot not in spec.outputs:
+            if al.slot not in returned:
                 b.call(self.decref, [vals[al.slot]])
         for v in made:
             b.call(self.decref, [v])
-        outs = [vals[s] for s in spec.outputs]
+        if spec.sources:
+            outs = []
+            for kind, k in spec.sources:
+                if kind == "slot":
+                    outs.append(vals[k])
+                    continue
+                v = argv[k] if kind == "arg" else address(id(None))
+                b.call(self.incref, [v])
+                outs.append(v)
+        else:
+            outs = [vals[s] for s in spec.outputs]
         for i, conv in enumerate(spec.converts):
             if conv:  # a 0-d result returned as a scalar: conv(array), the array dropped
                 b.store(outs[i], cargs)
@@ -616,6 +648,16 @@ class EntryCodegen:
             conds += [b.icmp_signed("==", b.load(b.gep(strides, [const(I64, d)])), const(I64, s))
                       for d, s in enumerate(c.layout)]
         self.require(self.all(conds), f"arg{c.arg}.shape")
+
+    def check_apart(self, x: ir.Value, nx: int, y: ir.Value, ny: int) -> None:
+        """x and y (exact C-contiguous arrays, checked) are distinct objects
+        and their bytes [data, data + n) do not overlap."""
+        b = self.b
+        dx = b.ptrtoint(self.field(x, self.abi.data, OBJ), I64)
+        dy = b.ptrtoint(self.field(y, self.abi.data, OBJ), I64)
+        below = b.icmp_unsigned("<=", b.add(dx, const(I64, nx)), dy)
+        above = b.icmp_unsigned("<=", b.add(dy, const(I64, ny)), dx)
+        self.require(self.all([b.icmp_unsigned("!=", x, y), b.or_(below, above)]), "apart")
 
     def flag(self, flags: ir.Value, mask: int, want: int) -> ir.Value:
         b = self.b

@@ -354,3 +354,91 @@ def test_a_failure_making_the_fast_call_leaves_the_general_path(monkeypatch, cap
             assert_same_value(cf(x), f(x))
     assert cf._fast is None
     assert any("no fast call" in r.getMessage() for r in caplog.records)
+
+
+def test_writes_into_arguments_take_the_native_entry():
+    """A flat positional call that writes into its arguments (`x *= y`,
+    returning x, nothing, or another value) is the native builtin: it runs
+    the program, then copies each result into its argument once the
+    program succeeded; x is the result returned. Its overlap check is native
+    too: the same array twice, overlapping views, miss it and numpy's
+    aliasing answers; so do a strided or read-only argument."""
+    def scale(x, y):
+        x *= y
+        return x
+
+    def scale_quietly(x, y):
+        x *= y
+
+    def shift_add(x, y):
+        x[1:] += y[:-1]
+        return x.sum(), x
+
+    for fn in (scale, scale_quietly, shift_add):
+        cf = lowering.compile(fn)
+        a, b, _ = arrays(seed=2)
+        mine, theirs = a.copy(), a.copy()
+        for k in range(4):
+            got, want = cf(mine, b), fn(theirs, b)
+            np.testing.assert_array_equal(mine, theirs)
+            if want is None:
+                assert got is None
+            elif isinstance(want, np.ndarray):
+                assert got is mine
+            else:
+                assert_same_value(got[0], want[0])
+                assert got[1] is mine
+        assert type(cf._fast).__name__ == "builtin_function_or_method", fn.__name__
+        n = mine.shape[0]
+        for case in ("twice", "views", "strided", "read-only"):
+            ours, ref = np.arange(2 * n + 2.0), np.arange(2 * n + 2.0)
+            results = []
+            for buf, run in ((ours, cf), (ref, fn)):
+                x, y = {"twice": (buf[:n], buf[:n]), "views": (buf[1:n + 1], buf[:n]),
+                        "strided": (buf[:2 * n:2], buf[n + 1:2 * n + 1]),
+                        "read-only": (buf[:n], buf[n:2 * n])}[case]
+                if case == "read-only":
+                    x.flags.writeable = False
+                try:
+                    results.append(run(x, y))
+                except ValueError as e:
+                    results.append(type(e))
+            np.testing.assert_array_equal(ours, ref)
+            if results[1] is ValueError:
+                assert results[0] is ValueError, case
+
+
+def test_a_native_write_that_raises_flags_leaves_the_argument_to_numpy():
+    """Overflow in `x *= y`: the builtin's program raised IEEE flags, so
+    nothing reached x before numpy ran the call itself: numpy's warning,
+    numpy's values; under errstate(over="raise"), numpy's error and numpy's
+    partial effect (its in-place loop ran whole before it raised)."""
+    import warnings
+
+    import pytest
+
+    def scale(x, y):
+        x *= y
+        return x
+
+    cf = lowering.compile(scale)
+    x, y = np.ones(8, np.float32), np.full(8, 2.0, np.float32)
+    cf(x.copy(), y)
+    cf(x.copy(), y)
+    assert type(cf._fast).__name__ == "builtin_function_or_method"
+    big, ref = np.full(8, 3e38, np.float32), np.full(8, 3e38, np.float32)
+    big[0] = ref[0] = 1.0
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert cf(big, y) is big
+    assert [str(w.message) for w in seen] == ["overflow encountered in multiply"]
+    with np.errstate(over="ignore"):
+        scale(ref, y)
+    np.testing.assert_array_equal(big, ref)
+    big, ref = np.full(8, 3e38, np.float32), np.full(8, 3e38, np.float32)
+    with np.errstate(over="raise"):
+        with pytest.raises(FloatingPointError):
+            cf(big, y)
+        with pytest.raises(FloatingPointError):
+            scale(ref, y)
+    np.testing.assert_array_equal(big, ref)
