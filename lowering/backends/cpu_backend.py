@@ -611,7 +611,7 @@ def hoist_constant_kernels(steps: list[Step], kernel_plans: dict[int, KernelPlan
                        or out[allocs[s]].static is not None for s in p.stores)):
             continue
         arrays = {s: out[allocs[s]].static if s in p.loads
-                  else np.empty(out[allocs[s]].shape, out[allocs[s]].dtype) for s in st.bufs}
+                  else _aligned_array(out[allocs[s]].shape, out[allocs[s]].dtype) for s in st.bufs}
         ptrs = (ctypes.c_void_p * max(len(arrays), 1))()
         for j, s in enumerate(st.bufs):
             ptrs[j] = id(arrays[s])
@@ -691,12 +691,31 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
         plan[k] = (i, n)
     if not plan:
         return steps
-    raw = [np.empty(b[0], np.uint8) for b in buffers]
+    raw = [aligned_bytes(b[0]) for b in buffers]
     out = list(steps)
     for k, (i, n) in plan.items():
         st = steps[k]
         out[k] = replace(st, static=raw[i][:n].view(st.dtype).reshape(st.shape))
     return out
+
+
+# the alignment of the buffers a program keeps: a vector's width (512 bits),
+# so a kernel's vector stores into them never split a cache line (numpy's
+# allocator aligns to 16 bytes: a 160x160 float64 `alpha * A` stored 16
+# bytes off ran 7.0-7.3 us, aligned 5.7)
+BUFFER_ALIGN = 64
+
+
+def aligned_bytes(n: int) -> np.ndarray:
+    """n bytes starting at a multiple of BUFFER_ALIGN."""
+    raw = np.empty(n + BUFFER_ALIGN, np.uint8)
+    off = -raw.ctypes.data % BUFFER_ALIGN
+    return raw[off:off + n]
+
+
+def _aligned_array(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    d = np.dtype(dtype)
+    return aligned_bytes(d.itemsize * int(np.prod(shape, dtype=np.int64))).view(d).reshape(shape)
 
 
 def emitted(kernel_module: ModuleOp) -> dict[str, str]:

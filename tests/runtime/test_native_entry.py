@@ -389,6 +389,13 @@ def test_memory_plan_reuses_intermediate_buffers_within_a_call():
     assert v4 is None and v1 is not None and v2 is not None
     assert np.shares_memory(v1, v3) and not np.shares_memory(v1, v2)
     assert not np.shares_memory(v2, v3)
+    # each kept buffer starts on a vector's width (no vector store splits a line)
+    for sizes in ((3,), (1, 5), (17,)):
+        steps = [AllocStep(k + 1, n, np.float64) for k, n in enumerate(sizes)]
+        for st in static_buffers(steps + [KernelStep(None, tuple(range(1, 1 + len(sizes))),
+                                                     1, 1, None)], ()):
+            if isinstance(st, AllocStep):
+                assert st.static.ctypes.data % 64 == 0 and st.static.flags.writeable
 
 
 def test_pool_returns_a_block_only_when_every_view_is_gone():
