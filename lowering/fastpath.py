@@ -152,7 +152,7 @@ def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) ->
     if not _plain(trace, prog, treedef, n, 0):
         return None
     seg = trace.segments[0]
-    outs = _outputs(plan, prog)
+    outs = _outputs(plan, prog, seg.bindings, trace.owners)
     body = _FastBody(prog)
     if outs is None or not body.bind(seg.bindings, list(leaves) + list(gvals), n):
         return None
@@ -254,11 +254,17 @@ def _plain(trace, prog, treedef, n: int, n_globals: int) -> bool:
             and access(treedef) is not None and len(trace.segments) == 1)
 
 
-def _outputs(plan, prog) -> list | None:
+def _copied(a: np.ndarray) -> np.ndarray:
+    return a.copy()
+
+
+def _outputs(plan, prog, bindings=None, owners=None) -> list | None:
     """(slot, conversion) per result — None, or a callable making the result
     of the buffer (a view of it: `out.reshape(...).transpose(...)`; a 0-d
     array returned as its scalar) —, or None unless every result is a
-    distinct buffer the program allocates."""
+    distinct buffer the program allocates, an argument written in place, or
+    (given the program's `bindings` and the trace's `owners`) an argument
+    the program returns unchanged: ("L", leaf) in place of the slot.""" 
     from .backends.cpu_backend import AllocStep
 
     alloc_slots = {st.slot for st in prog.steps if isinstance(st, AllocStep)}
@@ -275,7 +281,20 @@ def _outputs(plan, prog) -> list | None:
             continue
         slot = prog.outputs[leaf[1]]
         if slot not in alloc_slots:
-            return None
+            # an argument the program returns as it came: the argument itself
+            # where it is the result's storage (`return x`, `x.T`, `x[1:]`:
+            # numpy's object or view of it), else a copy of it (`np.array(x)`,
+            # `x.astype(x.dtype)`: numpy's new array), as the general path's
+            # `fresh_results` makes them
+            if bindings is None or not (slot < len(bindings) and type(bindings[slot]) is int):
+                return None
+            conv = _conversion(leaf[2], leaf[3])
+            if owners is not None and leaf[1] < len(owners) and owners[leaf[1]] == slot:
+                outs.append((("L", bindings[slot]), conv))
+            else:
+                outs.append((("L", bindings[slot]), _copied if conv is None
+                             else (lambda a, conv=conv: conv(_copied(a)))))
+            continue
         outs.append((slot, _conversion(leaf[2], leaf[3])))
     held = [s for s, _ in outs if s != ("None",)]
     if len(set(held)) != len(held) or len(prog.outputs) != len(set(prog.outputs)):
