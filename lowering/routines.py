@@ -246,7 +246,23 @@ def _ufunc_into(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None
     return call
 
 
+def _sort_into(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None:
+    """numpy's `np.sort` copies its input and sorts the copy in place
+    (`ndarray.sort`): the same into the given array, whose dtype is the
+    input's (the same sequence per lane, the same algorithm: the same
+    result, the order of equal keys such as -0.0 and 0.0 included)."""
+    if len(ins) != 1 or np.dtype(ins[0]) != out or set(config) - {"axis", "kind", "stable"}:
+        return None
+    axis, kind, stable = config.get("axis", -1), config.get("kind"), config.get("stable")
+
+    def call(x: np.ndarray, target: np.ndarray) -> None:
+        np.copyto(target, x)
+        target.sort(axis=axis, kind=kind, stable=stable)
+    return call
+
+
 INTO: dict[str, Callable[[list[np.dtype], dict, np.dtype], Into | None]] = {
+    "np.sort": _sort_into,
     "np.fft.fft": _fft_into("np.fft.fft", False),
     "np.fft.ifft": _fft_into("np.fft.ifft", False),
     "np.fft.rfft": _fft_into("np.fft.rfft", False),

@@ -157,3 +157,36 @@ def test_a_value_read_by_several_pieces_is_computed_once():
     # (exp is a few ULPs from numpy's; three positive terms summed)
     assert_matches_numpy(rolled, g.standard_normal(64), calls=2,
                          rtol=TOLERANCES.rtol(np.float64, "reduction", 3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(dtype=st.sampled_from(["float64", "float32", "int64", "int16", "bool"]),
+       shape=st.sampled_from([(0,), (1,), (7,), (4, 9), (3, 1, 5)]),
+       axis=st.integers(-3, 2), kind=st.sampled_from([None, "stable", "heapsort"]),
+       seed=st.integers(0, 999), flat=st.booleans())
+def test_sort_into_is_numpys_sort(dtype, shape, axis, kind, seed, flat):
+    """np.sort into a given array: numpy's copy sorted in place, so numpy's
+    result bit for bit, the order of -0.0 and 0.0 and NaNs included (an
+    F-ordered input too)."""
+    g = np.random.default_rng(seed)
+    x = g.integers(-3, 3, shape).astype(dtype)
+    if x.dtype.kind == "f" and x.size:
+        x.flat[::3] = -0.0
+        x.flat[1::4] = np.nan
+    if len(shape) > 1 and seed % 2:
+        x = np.asfortranarray(x)
+    if flat:
+        ax = None
+    elif -len(shape) <= axis < len(shape):
+        ax = axis % len(shape)
+    else:
+        return
+    want = np.sort(x, axis=ax, kind=kind)
+    call = routines.into("np.sort", [x.dtype], {"axis": -1 if ax is None else ax, "kind": kind,
+                                               "stable": None}, want.dtype)
+    assert call is not None
+    out = np.empty(want.shape, want.dtype)
+    call(x.reshape(-1) if ax is None else x, out)
+    np.testing.assert_array_equal(out, want, strict=True)
+    if out.dtype.kind == "f":
+        assert np.array_equal(np.signbit(out), np.signbit(want))
