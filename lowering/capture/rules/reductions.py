@@ -146,6 +146,9 @@ def _in_memory_order(tr, x: TracedArray, kind: str, axes):
     in that order. A floating sum or product then combines its elements
     as numpy does where both run them one after the other (small sizes):
     `x.T.prod()` with a partial product overflowing is numpy's NaN, not 0."""
+    moved = _in_its_memory_order(x, axes)
+    if moved is not None:
+        return tr.prims.transpose(x._v(), moved[0]), moved[1]
     if kind not in ("sum", "prod") or len(axes) < 2 or dtype_kind(x.dtype) not in "fc":
         return x._v(), axes
     strides = x._known_strides()
@@ -158,6 +161,32 @@ def _in_memory_order(tr, x: TracedArray, kind: str, axes):
     kept = [a for a in range(x.ndim) if a not in axes]
     return (tr.prims.transpose(x._v(), kept + walk),
             tuple(range(len(kept), x.ndim)))
+
+
+def _in_its_memory_order(x: TracedArray, axes) -> tuple[list[int], tuple[int, ...]] | None:
+    """Where x's memory runs in the reverse order of its axes (the caller's
+    F-ordered array, `y.T` of a C-ordered one: `ufuncs._transposed`): (the
+    permutation of x, the axes to reduce after it) that walk memory as a
+    C-ordered array's reduction would — the reduced axes put last where they
+    are the innermost in memory (contiguous rows), else all axes reversed
+    where one axis or none is kept (a reduction over columns of the
+    C-ordered transpose). The kept axes stay in their order. (Walked in x's
+    axis order, a 512x1024 F-ordered `sum(axis=0)` read columns: 1.4 ms
+    against numpy's 0.14.) None where neither applies."""
+    from .ufuncs import _transposed
+
+    if not axes or x.ndim < 2 or not _transposed(x) or any(
+            type(d) is not int for d in x.shape):
+        return None
+    memory = list(range(x.ndim - 1, -1, -1))  # outermost first
+    if set(memory[-len(axes):]) == set(axes):
+        perm = [a for a in range(x.ndim) if a not in axes] + memory[-len(axes):]
+        if perm == list(range(x.ndim)):
+            return None
+        return perm, tuple(range(x.ndim - len(axes), x.ndim))
+    if x.ndim - len(axes) <= 1:
+        return memory, tuple(sorted(x.ndim - 1 - a for a in axes))
+    return None
 
 
 def reduce_value(tr, x: TracedArray, kind: str, axes, dtype=None, initial=_NoValue,

@@ -159,6 +159,14 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     shapes = [x.shape if isinstance(x, TracedArray) else () if isinstance(x, SymDim)
               else np.shape(x) for x in inputs]
     shape = broadcast_shapes(*shapes)
+    if _transposed_operands(inputs, shape):
+        # computed in the operands' own order (contiguous reads and writes),
+        # the result their transpose: numpy's order-K result, F-ordered too
+        n = len(shape)
+        flipped = [np.transpose(np.reshape(x, (1,) * (n - np.ndim(x)) + tuple(np.shape(x))))
+                   if isinstance(x, (TracedArray, np.ndarray)) and np.ndim(x) else x
+                   for x in inputs]
+        return np.transpose(apply(tr, ufunc, flipped, dtype, casting, signature))
     p = tr.prims
     big = [x for x, d in zip(inputs, in_dt) if type(x) is int and not _fits(x, d)]
     if big:
@@ -180,6 +188,35 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     # (`np.absolute(s)` is np.float64); operators on Python scalars stay Python
     # (traced.py `_as_python`)
     return tr.wrap(v, scalar=shape == ())
+
+
+def _transposed(x) -> bool:
+    """x's memory runs in the reverse order of its axes: the caller's
+    Fortran-ordered array (or a view of one that is), or a view whose last
+    step reverses the axes of an array the graph made (C-ordered)."""
+    if not isinstance(x, TracedArray) or x.ndim < 2:
+        return False
+    strides = x._known_strides()
+    if strides is not None:
+        probe = np.lib.stride_tricks.as_strided(np.empty(0, x.dtype), x.shape, strides)
+        return probe.flags.f_contiguous and not probe.flags.c_contiguous
+    steps = x._steps
+    return (len(steps) == 1 and type(steps[0]).__name__ == "TransposeStep"
+            and steps[0].perm == tuple(range(x.ndim - 1, -1, -1)) and x._st.source is None)
+
+
+def _transposed_operands(inputs, shape) -> bool:
+    """Whether a ufunc of these operands is computed in their transposed
+    order: a result of 2 dims or more with static sizes, every operand of
+    the result's whole shape laid out in reverse (`_transposed`), at least
+    one; smaller operands broadcast (a row, a scalar) go along. The values
+    are the same either way; only the order memory is walked in (and the
+    result's layout) differ."""
+    if len(shape) < 2 or any(type(d) is not int for d in shape):
+        return False
+    full = [x for x in inputs if isinstance(x, (TracedArray, np.ndarray))
+            and tuple(np.shape(x)) == tuple(shape) and math.prod(shape) > 1]
+    return bool(full) and all(_transposed(x) for x in full)
 
 
 def _power_fast_path(out_dt: np.dtype, in_dt, exp_shape, shape) -> bool:

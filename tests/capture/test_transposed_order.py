@@ -1,0 +1,107 @@
+"""A ufunc whose full-size operands are all laid out in reverse (the
+caller's Fortran-ordered arrays, `x.T` of a C-ordered one, results of such
+ufuncs) is computed in their own order — contiguous reads and writes — and
+its result is the transpose of that: numpy's order-K result, F-ordered,
+with numpy's strides. (Walked in C order it read a 512x1024 F-ordered array
+column by column: `a + 1.0` 1.6 ms against numpy's 0.29.) Smaller operands
+broadcast along (a row, a column, a scalar); mixed layouts keep C order.
+Values are numpy's either way."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lowering
+from lowering.testing import TOLERANCES, assert_matches_numpy, assert_same_value
+
+rng = np.random.default_rng(0)
+
+
+def _f(shape):
+    return np.asfortranarray(rng.standard_normal(shape))
+
+
+CASES = [
+    ("F + 1", lambda a, b: a + 1.0, lambda: (_f((6, 9)), None)),
+    ("F * F", lambda a, b: a * b, lambda: (_f((6, 9)), _f((6, 9)))),
+    ("exp(F) * 2 - F", lambda a, b: np.exp(a) * 2.0 - b, lambda: (_f((5, 7)), _f((5, 7)))),
+    ("C.T + row", lambda a, b: a.T + b, lambda: (rng.standard_normal((9, 6)), rng.standard_normal(9))),
+    ("C.T * col", lambda a, b: a.T * b, lambda: (rng.standard_normal((9, 6)),
+                                                 rng.standard_normal((6, 1)))),
+    ("3-D F", lambda a, b: np.maximum(a, 0.0) + b, lambda: (_f((3, 4, 5)), _f((3, 4, 5)))),
+    ("F with C: C order", lambda a, b: a + b, lambda: (_f((6, 9)), rng.standard_normal((6, 9)))),
+    ("F int", lambda a, b: a * 3 + b, lambda: (np.asfortranarray(rng.integers(-9, 9, (4, 6))),
+                                               np.asfortranarray(rng.integers(-9, 9, (4, 6))))),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_values_and_layout_are_numpys(case):
+    _, fn, make = case
+    a, b = make()
+    cf = lowering.compile(fn)
+    for _ in range(3):
+        got, want = cf(a, b), fn(a, b)
+        assert_same_value(got, want)
+        assert got.strides == want.strides, (got.strides, want.strides)
+    assert cf.stats["graph_breaks"] == 0 and cf.stats["eager_fallbacks"] == 0
+
+
+def test_a_chain_on_an_f_array_keeps_its_order_to_the_end():
+    """Each op of the chain sees its operand laid out in reverse (the
+    previous op's transposed result) and computes in that order: one
+    F-ordered result, numpy's, from reads and writes in memory order."""
+    def chain(a):
+        y = np.exp(a) * 0.5 + 2.0
+        return y * y + 1.0, y.sum()
+
+    a = _f((64, 48))
+    cf = lowering.compile(chain)
+    got, want = cf(a), chain(a)
+    assert_same_value(got, want)
+    assert got[0].strides == want[0].strides == (8, 64 * 8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(shape=st.sampled_from([(1, 5), (4, 1), (3, 4), (2, 3, 4), (5, 1, 3)]),
+       op=st.sampled_from(["add", "multiply", "maximum", "divide", "hypot"]),
+       other=st.sampled_from(["F", "scalar", "row", "C"]),
+       special=st.booleans(), seed=st.integers(0, 999))
+def test_transposed_operands_against_numpy(shape, op, other, special, seed):
+    g = np.random.default_rng(seed)
+    a = np.asfortranarray(g.standard_normal(shape))
+    if special:
+        a.flat[::3] = [np.nan, -0.0, np.inf, -np.inf, 1e-310, 1e308][: len(a.flat[::3])]
+    b = {"F": np.asfortranarray(g.standard_normal(shape)), "scalar": np.float64(-0.0),
+         "row": g.standard_normal(shape[-1:]), "C": g.standard_normal(shape)}[other]
+    uf = getattr(np, op)
+    assert_matches_numpy(lambda x, y: uf(x, y), a, b, calls=2)
+    assert_matches_numpy(lambda x, y: uf(x.T, y.T if np.ndim(y) == len(shape) else y) + 1.0,
+                         np.ascontiguousarray(a), b if np.ndim(b) < len(shape)
+                         else np.ascontiguousarray(b), calls=2)
+
+
+REDUCTIONS = [
+    ("sum axis 0", lambda a: a.sum(axis=0)), ("sum axis 1", lambda a: a.sum(axis=1)),
+    ("max axis 0", lambda a: a.max(axis=0)), ("min axis -1", lambda a: a.min(axis=-1)),
+    ("sum", lambda a: a.sum()), ("mean axis 0 keepdims", lambda a: a.mean(axis=0, keepdims=True)),
+    ("prod axis 0", lambda a: np.prod(a * 0.1 + 1.0, axis=0)), ("any axis 1", lambda a: (a > 1).any(axis=1)),
+    ("3-D sum axes (0, 1)", lambda a: a.reshape(a.shape[0], -1, 2).sum(axis=(0, 1))),
+]
+
+
+@pytest.mark.parametrize("case", REDUCTIONS, ids=[c[0] for c in REDUCTIONS])
+@pytest.mark.parametrize("make", [lambda: _f((24, 16)), lambda: rng.standard_normal((16, 24)).T,
+                                  lambda: _f((1, 16)), lambda: _f((24, 1))],
+                         ids=["F", "C.T", "F 1xN", "F Nx1"])
+def test_reductions_of_transposed_arrays_walk_their_memory_in_order(case, make):
+    """A reduction of an F-ordered (or transposed) array reduces its
+    transpose — rows where the reduced axes are innermost in memory,
+    columns of the C-ordered transpose otherwise —: numpy's values, within
+    the reductions' tolerance, every kind and axis."""
+    _, fn = case
+    a = make()
+    assert_matches_numpy(fn, a, calls=2, rtol=TOLERANCES.rtol(a.dtype, "reduction", a.size))
