@@ -598,7 +598,11 @@ def _conversion(steps: tuple, scalar) -> Callable | None:
     Python floats). None: the buffer itself."""
     if not steps and not scalar:
         return None
-    from .capture.views import np_apply_all
+    from .capture.views import TransposeStep, np_apply_all
+
+    if (not scalar and len(steps) == 1 and isinstance(steps[0], TransposeStep)
+            and list(steps[0].perm) == list(range(len(steps[0].perm) - 1, -1, -1))):
+        return np.ndarray.transpose  # (`a.T`: a C call from the native entry, no frame)
 
     if not scalar:
         return lambda a: np_apply_all(steps, a)

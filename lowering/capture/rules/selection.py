@@ -42,6 +42,10 @@ def where(tr, condition, x=_NoValue, y=_NoValue, /):
     dt = np.result_type(promotion_operand(av), promotion_operand(bv))
     p = tr.prims
     shape = broadcast_shapes(c.shape, av.shape, bv.shape)
+    from .ufuncs import flipped, transposed_operands
+
+    if transposed_operands([c, av, bv], shape):  # (in their memory's order: `ufuncs.apply`)
+        return np.transpose(where(tr, *flipped([c, av, bv], len(shape))))
     cv = p.broadcast(p.cast(c._v(), _BOOL), shape)
     r = p.select(cv, p.broadcast(p.cast(av._v(), dt), shape),
                  p.broadcast(p.cast(bv._v(), dt), shape))
@@ -98,6 +102,12 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
         if dtype_kind(d) not in "biuf":
             raise Unsupported(f"clip of {d}")
     shapes = [x.shape if isinstance(x, TracedArray) else np.shape(x) for x in inputs]
+    from .ufuncs import flipped, transposed_operands
+
+    full = broadcast_shapes(*shapes)
+    if o is None and transposed_operands(inputs, full):  # (in their memory's order)
+        return np.transpose(_clip(tr, *flipped(inputs, len(full)), dtype=dtype,
+                                  casting=casting, signature=signature))
     shape = broadcast_shapes(*shapes)
     p = tr.prims
     xv, lov, hiv = [p.broadcast(operand_value(tr, v, d), shape)

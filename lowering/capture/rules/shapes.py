@@ -179,6 +179,10 @@ def astype(tr, x, dtype, casting="unsafe", copy=True):
 
     if not supported(dt):
         raise Unsupported(f"astype to {dt}")
+    from .ufuncs import transposed_operands
+
+    if transposed_operands([x], x.shape):  # (in its memory's order: `ufuncs.apply`)
+        return np.transpose(astype(tr, np.transpose(x), dt, casting, copy))
     return tr.wrap(tr.prims.cast(x._v(), dt), scalar=x._scalar)
 
 

@@ -159,14 +159,11 @@ def apply(tr, ufunc: np.ufunc, inputs, dtype=None, casting="same_kind", signatur
     shapes = [x.shape if isinstance(x, TracedArray) else () if isinstance(x, SymDim)
               else np.shape(x) for x in inputs]
     shape = broadcast_shapes(*shapes)
-    if _transposed_operands(inputs, shape):
+    if transposed_operands(inputs, shape):
         # computed in the operands' own order (contiguous reads and writes),
         # the result their transpose: numpy's order-K result, F-ordered too
-        n = len(shape)
-        flipped = [np.transpose(np.reshape(x, (1,) * (n - np.ndim(x)) + tuple(np.shape(x))))
-                   if isinstance(x, (TracedArray, np.ndarray)) and np.ndim(x) else x
-                   for x in inputs]
-        return np.transpose(apply(tr, ufunc, flipped, dtype, casting, signature))
+        return np.transpose(apply(tr, ufunc, flipped(inputs, len(shape)), dtype, casting,
+                                  signature))
     p = tr.prims
     big = [x for x, d in zip(inputs, in_dt) if type(x) is int and not _fits(x, d)]
     if big:
@@ -197,15 +194,22 @@ def _transposed(x) -> bool:
     if not isinstance(x, TracedArray) or x.ndim < 2:
         return False
     strides = x._known_strides()
-    if strides is not None:
-        probe = np.lib.stride_tricks.as_strided(np.empty(0, x.dtype), x.shape, strides)
-        return probe.flags.f_contiguous and not probe.flags.c_contiguous
+    if strides is not None:  # (a slice of one too: its strides grow along its axes)
+        walk = [abs(s) for s, n in zip(strides, x.shape) if n > 1]
+        return len(walk) >= 2 and all(a < b for a, b in zip(walk, walk[1:]))
     steps = x._steps
     return (len(steps) == 1 and type(steps[0]).__name__ == "TransposeStep"
             and steps[0].perm == tuple(range(x.ndim - 1, -1, -1)) and x._st.source is None)
 
 
-def _transposed_operands(inputs, shape) -> bool:
+def flipped(inputs, n: int) -> list:
+    """Each array operand transposed as a ufunc of n dims broadcasts it (its
+    shape padded with leading 1s first); scalars as they are."""
+    return [np.transpose(np.reshape(x, (1,) * (n - np.ndim(x)) + tuple(np.shape(x))))
+            if isinstance(x, (TracedArray, np.ndarray)) and np.ndim(x) else x for x in inputs]
+
+
+def transposed_operands(inputs, shape) -> bool:
     """Whether a ufunc of these operands is computed in their transposed
     order: a result of 2 dims or more with static sizes, every operand of
     the result's whole shape laid out in reverse (`_transposed`), at least
