@@ -135,8 +135,11 @@ def cumsum_down(x):
 
 
 def views(x):
-    """Transposes and strided, reversed slices are index maps."""
-    return x.T + 1.0, x[::-1, 1::2] * 2.0
+    """Transposes and strided, reversed slices are index maps. (x.T with a
+    C-ordered operand of its shape: the sum is computed in C order, reading
+    x through the transposed map; `x.T + 1.0` alone is computed in x's
+    order, capture/rules/ufuncs.py.)"""
+    return x.T + x.reshape(x.shape[::-1]), x[::-1, 1::2] * 2.0
 
 
 def mean_scaled(x):
