@@ -992,11 +992,34 @@ class KernelCodegen:
             p = b.gep(base, [self.offset(buf, exprs, lane_dim, w - 1)])
             x = b.load(b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
             return self.from_mem(self.reversed_lanes(x), buf.type.element_type)
+        if isinstance(stride, ir.Value) and not isinstance(stride, ir.Constant):
+            # a stride known at run time (an F-ordered argument read along its
+            # first axis, `x.T`): one vector load where it is 1, lane by lane
+            # otherwise (the branch is the same on every iteration: LLVM
+            # unswitches the loop on it)
+            with b.if_else(b.icmp_signed("==", stride, const(I64, 1))) as (unit, other):
+                with unit:
+                    p = b.gep(base, [self.offset(buf, exprs)])
+                    vec = b.load(b.bitcast(p, ir.VectorType(mt, w).as_pointer()), align=align)
+                    unit_end = b.block
+                with other:
+                    lanes = self.lanes_loaded(buf, exprs, lane_dim, base, mt, w, align)
+                    other_end = b.block
+            x = b.phi(ir.VectorType(mt, w))
+            x.add_incoming(vec, unit_end)
+            x.add_incoming(lanes, other_end)
+            return self.from_mem(x, buf.type.element_type)
+        vals = self.lanes_loaded(buf, exprs, lane_dim, base, mt, w, align)
+        return self.from_mem(vals, buf.type.element_type)
+
+    def lanes_loaded(self, buf, exprs, lane_dim, base, mt, w: int, align: int) -> ir.Value:
+        """The w lanes' elements, one load each."""
+        b = self.b
         vals = ir.Constant(ir.VectorType(mt, w), ir.Undefined)
         for lane in range(w):
             x = b.load(b.gep(base, [self.offset(buf, exprs, lane_dim, lane)]), align=align)
             vals = b.insert_element(vals, x, const(I32, lane))
-        return self.from_mem(vals, buf.type.element_type)
+        return vals
 
     def prefetch_next_point(self, buf, exprs, p: ir.Value) -> None:
         """Prefetch what this load reads at the next parallel point (the next

@@ -110,3 +110,17 @@ def test_reductions_of_transposed_arrays_walk_their_memory_in_order(case, make):
     _, fn = case
     a = make()
     assert_matches_numpy(fn, a, calls=2, rtol=TOLERANCES.rtol(a.dtype, "reduction", a.size))
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_a_run_time_stride_of_one_reads_vectors_and_others_read_lanes(step):
+    """An F-ordered argument read along its first axis has an element stride
+    known only at run time: the CPU kernel loads a vector where it is 1 and
+    lane by lane otherwise (the same compiled program serves arrays of the
+    "strided" layout class with other strides): numpy's values either way."""
+    base = np.asfortranarray(rng.standard_normal((37 * 3, 29)))
+    a = base[::step]  # (the test's copies keep these strides)
+    assert a.strides[0] == 8 * step
+    for fn in (lambda a: a.sum(axis=0), lambda a: a.max(axis=0), lambda a: np.exp(a) + a):
+        assert_matches_numpy(fn, a, calls=2,
+                             rtol=TOLERANCES.rtol(a.dtype, "reduction", a.shape[0]))
