@@ -164,20 +164,14 @@ def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) ->
         return None
     flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
     call = keyword_call(treedef, n)
-    if plan.writebacks or any(isinstance(s, tuple) for s, _ in outs):
-        # (flat positional arguments, results returned as they are)
-        if native.enabled() and call is not None and flat_out and not paths:
-            entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None,
-                                  fast, *call, writebacks=plan.writebacks)
-            if entry is not None:
-                return entry
-        return fast
-    if native.enabled() and call is not None and flat_out:  # (it returns those)
+    # (writes into arguments, or arguments returned: flat calls, no Python state read)
+    special = bool(plan.writebacks) or any(isinstance(s, tuple) for s, _ in outs)
+    if native.enabled() and call is not None and flat_out and not (special and paths):
         entry = _native_entry(guards, n, seg.bindings, prog, outs, plan.treedef is not None, fast,
-                              *call)
+                              *call, writebacks=plan.writebacks)
         if entry is not None:
             return entry
-    elif native.enabled() and not paths:
+    elif native.enabled() and not paths and not special:
         nested = _nested_native(body, guards, n, seg.bindings, prog, outs, plan.treedef,
                                 treedef, call)
         if nested is not None:
@@ -701,9 +695,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
                      tuple(s for s, _ in outs if not isinstance(s, tuple)), as_tuple, id(fast),
                      id(errors.check), tuple(id(i) for i in flag_ints),
                      (id(acquire), id(release)) if locking else (),
-                     tuple(id(k) for k in names), tuple(converts), id(f64),
-                     sources if writebacks or any(k != "slot" for k, _ in sources) else (),
-                     copied, apart)
+                     tuple(id(k) for k in names), tuple(converts), id(f64), sources, copied,
+                     apart)
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

@@ -157,10 +157,9 @@ def _fft_into(name: str, real_out: bool) -> Callable[..., Into | None]:
         dtype = np.result_type(a.real.dtype, 1.0) if real_out else np.result_type(a.dtype, 1j)
         if dtype != out:
             return None
-        fn = _transform(name, ins[0], config)
-
         if len(ins) != 1:
             return lambda *xs: ROUTINES[name](*xs[:-1], **config, out=xs[-1])
+        fn = _transform(name, ins[0], config)
         axis = config.get("axis", -1)
 
         def call(x: np.ndarray, target: np.ndarray) -> None:
@@ -225,24 +224,21 @@ def _ufunc_into(ins: list[np.dtype], config: dict, out: np.dtype) -> Into | None
         if len(loop) == len(ins) + 1 and loop[-1] == out:
             casts = [d if d != i else None for i, d in zip(ins, loop)]
     ufunc, args = config["ufunc"], config["args"]
-    if all(a == "@" for a in args):  # (numpy's call itself)
-        uf = getattr(np, ufunc)
-        if all(c is None for c in casts):
-            if len(ins) == 2:
-                return lambda a, b, target: uf(a, b, out=target)
-            return lambda *xs: uf(*xs[:-1], out=xs[-1])
-
-        def direct(*arrays) -> None:
-            target = arrays[-1]
-            uf(*[a.astype(c) if c is not None and a.size * PRECAST_RATIO <= target.size else a
-                 for a, c in zip(arrays, casts)], out=target)
-        return direct
+    direct = all(a == "@" for a in args)  # (no Python scalars: numpy's call itself)
+    uf = getattr(np, ufunc)
+    if direct and all(c is None for c in casts):
+        if len(ins) == 2:
+            return lambda a, b, target: uf(a, b, out=target)
+        return lambda *xs: uf(*xs[:-1], out=xs[-1])
 
     def call(*arrays) -> None:
         target = arrays[-1]
         xs = [a.astype(c) if c is not None and a.size * PRECAST_RATIO <= target.size else a
               for a, c in zip(arrays, casts)]
-        _ufunc(*xs, ufunc=ufunc, args=args, out=target)
+        if direct:
+            uf(*xs, out=target)
+        else:
+            _ufunc(*xs, ufunc=ufunc, args=args, out=target)
     return call
 
 

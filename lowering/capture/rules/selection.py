@@ -104,11 +104,10 @@ def _clip(tr, a: TracedArray, lo, hi, out=None, dtype=None, casting="same_kind",
     shapes = [x.shape if isinstance(x, TracedArray) else np.shape(x) for x in inputs]
     from .ufuncs import flipped, transposed_operands
 
-    full = broadcast_shapes(*shapes)
-    if o is None and transposed_operands(inputs, full):  # (in their memory's order)
-        return np.transpose(_clip(tr, *flipped(inputs, len(full)), dtype=dtype,
-                                  casting=casting, signature=signature))
     shape = broadcast_shapes(*shapes)
+    if o is None and transposed_operands(inputs, shape):  # (in their memory's order)
+        return np.transpose(_clip(tr, *flipped(inputs, len(shape)), dtype=dtype,
+                                  casting=casting, signature=signature))
     p = tr.prims
     xv, lov, hiv = [p.broadcast(operand_value(tr, v, d), shape)
                     for v, d in zip(inputs, loop[:3])]

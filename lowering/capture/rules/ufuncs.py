@@ -17,6 +17,7 @@ from dialects import ufuncs as U
 
 from ..registry import ufunc_method
 from ..traced import TracedArray
+from ..views import TransposeStep
 from ..tracer import Unsupported
 from .common import check_out, store_out
 
@@ -198,7 +199,7 @@ def _transposed(x) -> bool:
         walk = [abs(s) for s, n in zip(strides, x.shape) if n > 1]
         return len(walk) >= 2 and all(a < b for a, b in zip(walk, walk[1:]))
     steps = x._steps
-    return (len(steps) == 1 and type(steps[0]).__name__ == "TransposeStep"
+    return (len(steps) == 1 and isinstance(steps[0], TransposeStep)
             and steps[0].perm == tuple(range(x.ndim - 1, -1, -1)) and x._st.source is None)
 
 
