@@ -540,3 +540,52 @@ def test_the_fast_call_reads_state_by_its_paths():
         assert np.array_equal(f(x), _reads_state(x))
     finally:
         GLOBAL_W, _helper, _SCALED.b, _SCALED.scale = saved
+
+
+# ---- names given as strings ------------------------------------------------
+
+ITEM_KEY_NAME = (np.full(3, 7.0),)  # a global named like a dict key the function reads
+
+
+def _reads_item(d):
+    return d["ITEM_KEY_NAME"] * 2.0
+
+
+def test_a_string_key_reads_no_global_of_that_name():
+    """`d["ITEM_KEY_NAME"]` reads an item, not the global of that name: the
+    entry neither reads nor guards that global (rebinding it costs no
+    recompile) and its call is the native one of the argument's leaves."""
+    global ITEM_KEY_NAME
+    f = lowering.compile(_reads_item, backend="cpu")
+    saved = ITEM_KEY_NAME
+    try:
+        d = {"ITEM_KEY_NAME": np.arange(3.0)}
+        ITEM_KEY_NAME = (d,)  # the argument itself reachable from the global
+        np.testing.assert_array_equal(f(d), [0.0, 2.0, 4.0])
+        assert hasattr(f._fast, "native")  # no Python state read: the native call
+        ITEM_KEY_NAME = None
+        np.testing.assert_array_equal(f({"ITEM_KEY_NAME": np.ones(3)}), [2.0, 2.0, 2.0])
+        assert f.stats["compiles"] == 1
+    finally:
+        ITEM_KEY_NAME = saved
+
+
+BY_NAME = np.ones(3)
+
+
+def _reads_global_by_string(x):
+    return x + globals()["BY_NAME"]
+
+
+def test_a_global_read_through_globals_by_string_is_read_on_every_call():
+    """`globals()["BY_NAME"]`: the global is an input read on every call,
+    never a constant of the trace."""
+    global BY_NAME
+    f = lowering.compile(_reads_global_by_string, backend="cpu")
+    saved = BY_NAME
+    try:
+        for v in (1.0, 4.0, -2.5):
+            BY_NAME = np.full(3, v)
+            np.testing.assert_array_equal(f(np.zeros(3)), [v] * 3)
+    finally:
+        BY_NAME = saved

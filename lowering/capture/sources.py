@@ -193,11 +193,19 @@ def _is_user_object(v: Any) -> bool:
     return _user_module(getattr(t, "__module__", "") or "") or t is types.SimpleNamespace
 
 
-def code_names(fns: list) -> tuple[set[str], list]:
+# builtins through which code reads globals by a name given as a string
+_GLOBALS_BY_STRING = frozenset({"globals", "vars", "eval", "exec", "__import__"})
+
+
+def code_names(fns: list) -> tuple[set[str], list, set[str]]:
     """Names the code of `fns` (and of the functions they reach through
-    globals, closures and the methods of classes) can read: attribute and
-    global names. Returns (names, [(function, depth)] reached)."""
+    globals, closures and the methods of classes) can read. Returns (names,
+    [(function, depth)] reached, global names): names are attribute and
+    global names and the identifiers among string constants (`getattr(obj,
+    "alpha")`); global names leave out those strings (`d["a"]` reads no
+    global `a`) unless the code reads globals by name (`globals()["a"]`)."""
     names: set[str] = set()
+    strings: set[str] = set()
     seen: set[int] = set()
     out = []
     stack = [(f, 3) for f in fns]
@@ -223,7 +231,7 @@ def code_names(fns: list) -> tuple[set[str], list]:
             names.update(c.co_names)
             names.update(c.co_freevars)
             # names given as strings (`getattr(obj, "alpha")`)
-            names.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
+            strings.update(k for k in c.co_consts if type(k) is str and k.isidentifier())
             codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
         g = f.__globals__
         for n in f.__code__.co_names:
@@ -237,7 +245,8 @@ def code_names(fns: list) -> tuple[set[str], list]:
                 continue
             if isinstance(v, types.FunctionType):
                 stack.append((v, d - 1))
-    return names, out
+    gnames = names | strings if names & _GLOBALS_BY_STRING else set(names)
+    return names | strings, out, gnames
 
 
 def _class_functions(t: type) -> list:
@@ -254,7 +263,7 @@ def _class_functions(t: type) -> list:
 def walk(fn: Any, leaves: list, tree: Any, leaf_names: list[str]) -> State:
     """Everything the function can reach outside its array arguments."""
     fns, roots = _entry_points(fn)
-    names, reached = code_names(fns)
+    names, reached, global_names = code_names(fns)
     state = State()
     seen: dict[int, int] = {}  # container / object id -> slot
     queue: list[tuple[Path, Any, int, int | None, bool]] = []  # (path, value, depth, parent, named)
@@ -268,7 +277,7 @@ def walk(fn: Any, leaves: list, tree: Any, leaf_names: list[str]) -> State:
         g = f.__globals__
         if id(g) not in globals_seen:
             globals_seen.add(id(g))
-            gnames = sorted(names)  # unbound ones too: a later `global` binding is a write
+            gnames = sorted(global_names)  # unbound ones too: a later `global` binding is a write
             snap = {n: g.get(n, _MISSING) for n in gnames}
             state.slots.append(Slot(Path("G", g, (), "G"), g, "globals", None, snap))
             gslot = len(state.slots) - 1
@@ -336,7 +345,7 @@ def walk(fn: Any, leaves: list, tree: Any, leaf_names: list[str]) -> State:
             me = len(state.slots) - 1
             if t not in classes:
                 classes.add(t)
-                more, _ = code_names(_class_functions(t))
+                more, _, _ = code_names(_class_functions(t))
                 names |= more
             items = list(d.items())
             if len(items) > MAX_ITEMS:
