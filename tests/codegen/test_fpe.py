@@ -486,3 +486,30 @@ def test_power_of_zeros_runs_the_compiled_program(backend):
             np.testing.assert_allclose(got, want, rtol=1e-14)
     assert f.stats["eager_fallbacks"] == 0, f.stats
     assert f.stats["compiles"] == 1
+
+
+# x == ±inf: a float compare that x86's instruction selection makes a
+# signaling `<=` / `>=` in a kernel's scalar code (invalid raised on a NaN,
+# where numpy's loop raises nothing). Every position of the NaN, so that
+# vector body and scalar tail are both met whatever the vector width.
+INF_COMPARES = ["x == -np.inf", "x == np.inf", "x != -np.inf", "x != np.inf",
+                "np.where(x == -np.inf, 1.0, x)", "np.where(x == np.inf, x, 2.0)",
+                "x ** 1.5", "x ** 2.5", "x ** -0.5"]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("expr", INF_COMPARES)
+def test_a_compare_with_infinity_is_quiet_on_a_nan_anywhere(expr, dtype):
+    fn = eval("lambda x: " + expr)
+    prog = _program(fn, dtype, 1)
+    for v in (np.nan, -np.inf, np.inf):
+        for at in range(N):
+            x = np.full(N, 2.0, dtype)
+            x[at] = v
+            assert _hw_categories(prog, x) == numpy_categories(fn, x), (expr, v, at)
+            with np.errstate(all="ignore"):
+                got, want = prog([x])[0], fn(x)
+            if want.dtype == bool:
+                np.testing.assert_array_equal(got, want)
+            else:
+                _same_values(got, want, dtype)
