@@ -97,10 +97,21 @@ def scalar_type(t):
 
 
 def memref_of(t: TensorType, layout: str = "C") -> MemRefType:
+    """The buffer of a value of type `t` laid out as `layout` ("C", "F",
+    "strided"). An F-contiguous argument's element strides follow from its
+    shape (1, n0, n0*n1, ...: static up to the first dynamic size; a size-1
+    dim's stride, which numpy leaves free, is never used to address an
+    element); a strided one's are read from the array."""
     if layout == "C":
         return MemRefType(t.element_type, t.get_shape())
-    strides = [NoneAttr()] * t.get_num_dims()
-    return MemRefType(t.element_type, t.get_shape(), StridedLayoutAttr(strides, 0))
+    shape = t.get_shape()
+    strides: list = [NoneAttr()] * len(shape)
+    if layout == "F":
+        acc: int | None = 1
+        for d, n in enumerate(shape):
+            strides[d] = NoneAttr() if acc is None else acc
+            acc = None if acc is None or n == A.DYN else acc * max(n, 1)
+    return MemRefType(t.element_type, shape, StridedLayoutAttr(strides, 0))
 
 
 def is_elementwise(op: Operation) -> bool:
@@ -236,8 +247,22 @@ def _narrow_shape(op: A.DotOp) -> bool:
     # (a symbolic N: BLAS, unguarded — the kernel's structure is per column)
     return (_float_matmul(op) and not isinstance(b[1], SymDim) and 1 <= b[1] <= NARROW_N
             and hint(a[1]) > SHORT_K
-            # A's rows must be rows in memory (`h.T @ dlogits` reads columns: BLAS)
-            and not blas_operand(op.lhs)[1])
+            # A's rows must be rows in memory (`h.T @ dlogits` reads columns,
+            # so would a product of an F-ordered argument: BLAS reads both
+            # as they lie, transposed)
+            and not blas_operand(op.lhs)[1] and _argument_layout(op.lhs) != "F")
+
+
+def _argument_layout(v: SSAValue) -> str | None:
+    """The layout class (`AnnotateLayouts`) of the argument v is a slice of,
+    or None where v is not one."""
+    while isinstance(v.owner, A.SliceOp):
+        v = v.owner.operands[0]
+    if not isinstance(v, BlockArgument):
+        return None
+    attrs = getattr(v.owner.parent_op(), "arg_attrs", None)
+    lay = None if attrs is None else attrs.data[v.index].data.get("lowering.layout")
+    return lay.data if isinstance(lay, StringAttr) else "C"
 
 
 def _power(op: Operation) -> bool:
@@ -621,9 +646,17 @@ def shared_rows_choice(op: A.DotOp, shared: SharedRows) -> cm.Choice:
 
 
 def _contiguous_rows_of_rhs(v: SSAValue) -> bool:
-    """B = W.T of a (N, K) value: its columns are W's rows already."""
+    """B = W.T of a (N, K) value: its columns are W's rows already; or B one
+    column (K, 1) whose elements lie next to each other (a reshape of a
+    C-contiguous vector, `A @ v`): its column is a row as it lies."""
     op = v.owner
-    return isinstance(op, A.TransposeOp) and A.ints(op.permutation) == (1, 0)
+    if isinstance(op, A.TransposeOp) and A.ints(op.permutation) == (1, 0):
+        return True
+    if v.type.get_shape()[1] != 1:
+        return False
+    while isinstance(v.owner, A.ReshapeOp):
+        v = v.owner.operands[0]
+    return _rows_in_memory(v)
 
 
 # from this size a column reduction (or argmax/argmin down the rows) runs as

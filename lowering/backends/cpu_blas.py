@@ -22,6 +22,7 @@ from dialects.symbols import symbols_of
 from runtime import blas, cpu
 
 from ..codegen.blas_launch import ROUTINES, launcher_name, launchers_ir
+from ..codegen.llvm import buffer_strides
 
 Strided = blas.Strided
 
@@ -87,10 +88,16 @@ def _reshaped(shape: tuple[int, ...], strides: tuple[int, ...],
 
 
 def _buffer(t: MemRefType) -> Strided | None:
-    if not isinstance(t.layout, NoneAttr):  # (an F or strided argument: read as numpy reads it)
-        return None
+    """A buffer's layout: C-contiguous, or the static strides of its layout
+    (an F-ordered argument); None where they are known only at run time (a
+    strided argument: numpy's matmul reads it)."""
     shape = tuple(t.get_shape())
-    return shape, _c_strides(shape), 0
+    if isinstance(t.layout, NoneAttr):
+        return shape, _c_strides(shape), 0
+    strides = buffer_strides(t)
+    if strides is None or None in strides or A.DYN in shape:
+        return None
+    return shape, tuple(strides), 0
 
 
 def operands(op: L.ExternOp) -> tuple[Strided, Strided, Strided] | None:

@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import llvmlite.ir as ir
 from xdsl.dialects import affine, arith
-from xdsl.dialects.builtin import IntegerType, MemRefType, NoneAttr
+from xdsl.dialects.builtin import IntAttr, IntegerType, MemRefType, NoneAttr, StridedLayoutAttr
 from xdsl.ir import Operation, SSAValue
 from xdsl.ir.affine import AffineExpr
 from xdsl.ir.affine.affine_expr import (
@@ -176,8 +176,11 @@ def _element(ty: ir.Type) -> ir.Type:
 
 
 def buffer_strides(t: MemRefType) -> list[int | None] | None:
-    """Compile-time element strides of a C-contiguous memref (None for a dim
-    whose stride depends on a dynamic size: read from the array), else None."""
+    """Compile-time element strides of a memref (None for a dim whose stride
+    is known only at run time: read from the array): a C-contiguous one's
+    from its shape, a strided layout's as it states them."""
+    if isinstance(t.layout, StridedLayoutAttr):
+        return [s.data if isinstance(s, IntAttr) else None for s in t.layout.strides.data]
     if not isinstance(t.layout, NoneAttr):
         return None
     out: list[int | None] = []

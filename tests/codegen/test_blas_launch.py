@@ -270,3 +270,58 @@ def test_a_matrix_vector_product_keeps_openblas_thread_count():
         assert (setter == 0) == gemv, (gemv, setter)
     assert not blas.one_thread("dgemv", 1000) and blas.one_thread("sgemm", 1000)
     assert not blas.one_thread("dgemm", blas.SMALL_FLOPS)
+
+
+# ---- F-ordered arguments -----------------------------------------------------
+# An F-ordered argument's strides follow from its shape (static in the
+# program's buffer types), so BLAS reads it where it lies, transposed, as
+# numpy's matmul does; its rows are no rows in memory, so a narrow product
+# of it is BLAS's too.
+
+@examples(2.0)
+@given(cases(), st.sampled_from(["C", "F"]), st.sampled_from(["C", "F"]))
+def test_f_ordered_arguments_match_numpy_exactly_on_exact_sums(case, order_a, order_b):
+    fn, a_shape, b_shape = program(case)
+    a, b = operands(case, a_shape, b_shape)
+    a, b = np.asarray(a, order=order_a), np.asarray(b, order=order_b)
+    assert_matches_numpy(fn, a, b, rtol=0.0, calls=2, compiled=lowering.compile(fn, backend="cpu"))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_f_ordered_arguments_are_read_by_blas_as_they_lie(dt):
+    rng = np.random.default_rng(1)
+    s = "sd"[dt == np.float64]
+    a = np.asfortranarray(rng.standard_normal((64, 48)).astype(dt))
+    b = np.asfortranarray(rng.standard_normal((48, 40)).astype(dt))
+    v = rng.standard_normal(48).astype(dt)
+    c = np.ascontiguousarray(a)
+    for fn, args in [(lambda a, b: a @ b, (a, b)), (lambda a, b: a @ b, (c, b)),
+                     (lambda a, b: a @ b, (a, np.ascontiguousarray(b))),
+                     (lambda a, v: a @ v, (a, v)), (lambda w, a: w @ a, (rng.standard_normal(64).astype(dt), a)),
+                     (lambda a, v: a[2:50] @ v, (a, v))]:
+        kind = "gemv" if min(args[0].ndim, args[1].ndim) == 1 else "gemm"
+        assert _paths(fn, *args) == [f"blas {s}{kind}"], fn
+        _within_dot_bound(fn, args, dt, 64)
+
+
+def _within_dot_bound(fn, args, dt, k):
+    got = lowering.compile(fn, backend="cpu")(*args)
+    want = fn(*(x.astype(np.float64) for x in args))
+    bound = fn(*(np.abs(x).astype(np.float64) for x in args))
+    assert got.dtype == dt and got.shape == want.shape
+    assert np.all(np.abs(got - want) <= TOLERANCES.rtol(dt, "reduction", k) * bound)
+
+
+def test_a_generated_matrix_vector_product_reads_its_vector_where_it_lies():
+    """`A @ v` generated (one dot product per row): v is read where it lies
+    (its one column is a row in memory), no transposed copy of it first."""
+    from passes import cost_model
+
+    rng = np.random.default_rng(2)
+    a, v = rng.standard_normal((64, 64)), rng.standard_normal(64)
+    with cost_model.forced({"matmul-narrow": "generated"}):
+        cf = lowering.compile(lambda a, v: a @ v, backend="cpu")
+        ex = lowering.explain(cf)(a, v)
+        ops = [o for graph in ex.kernels for _, fused in graph for o in fused]
+        assert not any("transpose (copied)" in o for o in ops), ops
+        _within_dot_bound(lambda a, v: a @ v, (a, v), np.float64, 64)

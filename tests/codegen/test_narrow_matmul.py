@@ -61,7 +61,10 @@ def test_narrow_matmuls_match_numpy_exactly_on_exact_sums(case):
     args = (_layout(a, la), _layout(b, lb), c)
     for path in cost_model.PATHS:
         with cost_model.forced({"matmul-narrow": path}):
-            assert _generated(fn, *args) == (path == "generated"), path
+            # (an F-ordered A, "F" or "T" but for one row, is BLAS's whatever
+            # is forced: its rows are not rows in memory, BLAS reads it as it lies)
+            f_ordered = args[0].flags.f_contiguous and not args[0].flags.c_contiguous
+            assert _generated(fn, *args) == (path == "generated" and not f_ordered), path
             assert_matches_numpy(fn, *args, rtol=0.0, calls=2,
                                  compiled=lowering.compile(fn, backend="cpu"))
 
