@@ -692,11 +692,9 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     f64 = np.dtype(np.float64)
     keep.append(f64)
     spec = EntrySpec(name, nargs, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
-                     tuple(s for s, _ in outs if not isinstance(s, tuple)), as_tuple, id(fast),
-                     id(errors.check), tuple(id(i) for i in flag_ints),
+                     sources, as_tuple, id(fast), id(errors.check), tuple(id(i) for i in flag_ints),
                      (id(acquire), id(release)) if locking else (),
-                     tuple(id(k) for k in names), tuple(converts), id(f64), sources, copied,
-                     apart)
+                     tuple(id(k) for k in names), tuple(converts), id(f64), copied, apart)
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

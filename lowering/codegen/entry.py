@@ -207,7 +207,10 @@ class EntrySpec:
     inputs: tuple[int, ...]  # slot i is args[inputs[i]]
     allocs: tuple[Alloc, ...]
     launches: tuple[Launch | Call, ...]  # in order
-    outputs: tuple[int, ...]  # slots returned, in order
+    # what each result is, in order: ("slot", s) a buffer the program made,
+    # ("arg", a) the argument args[a] itself (`x *= y; return x`), ("none",
+    # 0) None
+    sources: tuple[tuple[str, int], ...]
     as_tuple: bool  # return a tuple (even of one) rather than the one output
     fallback: int  # the callable a miss goes to
     # where kernels raised IEEE exceptions: `check(flags[bits])` (a Python
@@ -227,10 +230,6 @@ class EntrySpec:
     # returns (`a[()]`: a numpy scalar, or a Python float), or 0 to return it
     converts: tuple[int, ...] = ()
     f64: int = 0  # float64's descr, for the 0-d inputs of float arguments (`FloatArg`)
-    # what each result is, where set (else `outputs`' slots): ("slot", s) a
-    # buffer the program made, ("arg", a) the argument args[a] itself (`x *=
-    # y; return x`), ("none", 0) None
-    sources: tuple[tuple[str, int], ...] = ()
     # after the program ran and its flags passed: each (arg, slot, nbytes)
     # copies the buffer at `slot` into args[arg]'s memory, both C-contiguous
     # of nbytes (`x *= y`: the caller's array gets the result)
@@ -455,24 +454,20 @@ class EntryCodegen:
             b.call(self.memcpy, [self.field(argv[a], self.abi.data, OBJ),
                                  self.field(vals[s], self.abi.data, OBJ), const(I64, nbytes)])
 
-        returned = ({s for k, s in spec.sources if k == "slot"} if spec.sources
-                    else set(spec.outputs))
+        returned = {s for k, s in spec.sources if k == "slot"}
         for al in spec.allocs:
             if al.slot not in returned:
                 b.call(self.decref, [vals[al.slot]])
         for v in made:
             b.call(self.decref, [v])
-        if spec.sources:
-            outs = []
-            for kind, k in spec.sources:
-                if kind == "slot":
-                    outs.append(vals[k])
-                    continue
-                v = argv[k] if kind == "arg" else address(id(None))
-                b.call(self.incref, [v])
-                outs.append(v)
-        else:
-            outs = [vals[s] for s in spec.outputs]
+        outs = []
+        for kind, k in spec.sources:
+            if kind == "slot":
+                outs.append(vals[k])
+                continue
+            v = argv[k] if kind == "arg" else address(id(None))
+            b.call(self.incref, [v])
+            outs.append(v)
         for i, conv in enumerate(spec.converts):
             if conv:  # a 0-d result returned as a scalar: conv(array), the array dropped
                 b.store(outs[i], cargs)

@@ -218,7 +218,7 @@ def test_pooled_output_and_a_temporary(monkeypatch):
     f = compiled(g, x)
     assert is_native(f)
     spec = f._fast.__self__.spec
-    assert any(a.call is not None for a in spec.allocs) and len(spec.allocs) > len(spec.outputs)
+    assert any(a.call is not None for a in spec.allocs) and len(spec.allocs) > len(spec.sources)
     np.testing.assert_allclose(f(x), g(x), rtol=1e-6)
 
 
@@ -304,8 +304,8 @@ def test_allocation_failure_raises_and_releases_what_was_allocated():
     shape = (4,)
     check = ArgCheck(0, id(F32), shape, "C", False)
     allocs = (Alloc(1, shape, id(F32)), Alloc(2, shape, id(F32), (id(no_memory), id(shape))))
-    spec = EntrySpec("test_entry_alloc_failure", 1, (check,), (0,), allocs, (), (1, 2), True,
-                     id(fallback))
+    spec = EntrySpec("test_entry_alloc_failure", 1, (check,), (0,), allocs, (),
+                     (("slot", 1), ("slot", 2)), True, id(fallback))
     entry = _entry(spec, fallback, [no_memory, shape, fallback])
     x = np.zeros(4, np.float32)
     with pytest.raises(ValueError, match="fallback with 2 args"):
