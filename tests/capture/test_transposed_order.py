@@ -118,9 +118,43 @@ def test_a_run_time_stride_of_one_reads_vectors_and_others_read_lanes(step):
     known only at run time: the CPU kernel loads a vector where it is 1 and
     lane by lane otherwise (the same compiled program serves arrays of the
     "strided" layout class with other strides): numpy's values either way."""
-    base = np.asfortranarray(rng.standard_normal((37 * 3, 29)))
+    # (its own generator: the same values whatever ran before; positive, so
+    # that no sum cancels and the reductions' relative tolerance bounds it)
+    g = np.random.default_rng(11)
+    base = np.asfortranarray(np.abs(g.standard_normal((37 * 3, 29))) + 0.25)
     a = base[::step]  # (the test's copies keep these strides)
     assert a.strides[0] == 8 * step
     for fn in (lambda a: a.sum(axis=0), lambda a: a.max(axis=0), lambda a: np.exp(a) + a):
         assert_matches_numpy(fn, a, calls=2,
                              rtol=TOLERANCES.rtol(a.dtype, "reduction", a.shape[0]))
+
+
+KINDS = {"sum": lambda a, ax: a.sum(axis=ax), "max": lambda a, ax: a.max(axis=ax),
+         "min": lambda a, ax: np.min(a, axis=ax), "prod": lambda a, ax: np.prod(a * 0.1 + 1.0, axis=ax),
+         "mean": lambda a, ax: a.mean(axis=ax), "any": lambda a, ax: (a > 1).any(axis=ax),
+         "sum keepdims": lambda a, ax: a.sum(axis=ax, keepdims=True)}
+
+
+def _valid(shape, axes) -> bool:
+    flat = (axes,) if isinstance(axes, int) else axes
+    return all(-len(shape) <= a < len(shape) for a in flat)
+
+
+SHAPE_AXES = [(shape, axes) for shape in [(6, 5, 7), (4, 3, 5, 2), (1, 6, 4), (5, 1, 3)]
+              for axes in [0, 1, 2, (0, 1), (1, 2), (0, 2), -1, (0, 3), (2, 3), (1,)]
+              if _valid(shape, axes)]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("shape, axes", SHAPE_AXES)
+def test_reductions_keeping_several_axes_of_an_f_ordered_array(kind, shape, axes):
+    """An F-ordered array reduced over its outermost (in memory) axes with
+    two or more kept: its C-ordered transpose reduced, the kept axes then
+    put back in their order: numpy's values and shape. (Positive values: no
+    cancellation, so the reductions' relative tolerance bounds every sum.)"""
+    a = np.abs(_f(shape)) + 0.25
+    fn = lambda a: KINDS[kind](a, axes)
+    assert_matches_numpy(fn, a, calls=2, rtol=TOLERANCES.rtol(a.dtype, "reduction", a.size))
+    t = np.ascontiguousarray(a.T)
+    assert_matches_numpy(lambda t: KINDS[kind](t.T, axes), t, calls=2,
+                         rtol=TOLERANCES.rtol(a.dtype, "reduction", a.size))
