@@ -158,3 +158,17 @@ def test_reductions_keeping_several_axes_of_an_f_ordered_array(kind, shape, axes
     t = np.ascontiguousarray(a.T)
     assert_matches_numpy(lambda t: KINDS[kind](t.T, axes), t, calls=2,
                          rtol=TOLERANCES.rtol(a.dtype, "reduction", a.size))
+
+
+def test_a_reduction_keeping_several_axes_returns_numpys_layout_without_a_copy():
+    """The kept axes come back as a transposed view of the reduction's
+    buffer: numpy's strides (its result follows the input's order), one
+    kernel (the reduction's), no copy putting them back in order."""
+    a = np.abs(_f((32, 16, 8))) + 0.25
+    for fn in (lambda a: a.sum(axis=2), lambda a: a.max(axis=1), lambda a: a.min(axis=2)):
+        cf = lowering.compile(fn, backend="cpu")
+        got, want = cf(a), fn(a)
+        assert got.strides == want.strides, (got.strides, want.strides)
+        np.testing.assert_allclose(got, want, rtol=TOLERANCES.rtol(a.dtype, "reduction", a.size))
+        ex = lowering.explain(cf)(a)
+        assert ex.kernel_count == 1, ex.kernels

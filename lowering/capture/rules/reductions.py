@@ -268,7 +268,22 @@ def reduce(tr, a, kind: str, axis=None, dtype=None, out=None, keepdims=False,
     v = reduce_value(tr, x, kind, axes, dtype, initial, None if out is None else out.dtype)
     if keepdims:
         v = tr.prims.reshape(v, kept_shape(x.shape, axes))
+    elif out is None and _kept_axes_put_back(v):
+        # (the C-ordered transpose's reduction, its kept axes reversed: the
+        # result is its transpose, a view, as numpy's is laid out; no copy)
+        return np.transpose(tr.wrap(v.owner.operands[0]))
     return finish(tr, v, out)
+
+
+def _kept_axes_put_back(v) -> bool:
+    """v is a reduction's result whose kept axes `reduce_value` reversed
+    back (`_in_its_memory_order`): the transpose of all its axes."""
+    from dialects import array as A
+
+    op = v.owner
+    return (isinstance(op, A.TransposeOp) and len(A.ints(op.permutation)) >= 2
+            and list(A.ints(op.permutation)) == list(range(len(A.ints(op.permutation)) - 1, -1, -1))
+            and isinstance(op.operands[0].owner, A.ReduceOp))
 
 
 def _make_rule(kind: str):
