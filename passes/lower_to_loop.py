@@ -258,11 +258,7 @@ def _argument_layout(v: SSAValue) -> str | None:
     or None where v is not one."""
     while isinstance(v.owner, A.SliceOp):
         v = v.owner.operands[0]
-    if not isinstance(v, BlockArgument):
-        return None
-    attrs = getattr(v.owner.parent_op(), "arg_attrs", None)
-    lay = None if attrs is None else attrs.data[v.index].data.get("lowering.layout")
-    return lay.data if isinstance(lay, StringAttr) else "C"
+    return _layout_of_argument(v) if isinstance(v, BlockArgument) else None
 
 
 def _power(op: Operation) -> bool:
@@ -498,13 +494,15 @@ def _rows_in_memory(v: SSAValue) -> bool:
     C-contiguous (`AnnotateLayouts`), or a value computed into a buffer of
     its own (not a view of another)."""
     if isinstance(v, BlockArgument):
-        f = v.owner.parent_op()
-        attrs = getattr(f, "arg_attrs", None)
-        if attrs is None:
-            return True
-        lay = attrs.data[v.index].data.get("lowering.layout")
-        return not isinstance(lay, StringAttr) or lay.data == "C"
+        return _layout_of_argument(v) == "C"
     return not is_view(v.owner)
+
+
+def _layout_of_argument(v: BlockArgument) -> str:
+    """An argument's layout class (`AnnotateLayouts`; "C" where unnamed)."""
+    attrs = getattr(v.owner.parent_op(), "arg_attrs", None)
+    lay = None if attrs is None else attrs.data[v.index].data.get("lowering.layout")
+    return lay.data if isinstance(lay, StringAttr) else "C"
 
 
 RowProducts = tuple[tuple[A.DotOp, tuple[AffineExpr, ...]], ...]

@@ -582,15 +582,8 @@ class LLVMOps(ScalarOps[ir.Value]):
 
 
 def _infinite(v: ir.Value) -> bool:
-    """v is a constant +inf or -inf (a scalar, or a vector of one value)."""
-    if not isinstance(v, ir.Constant):
-        return False
-    c = v.constant
-    if isinstance(c, list):
-        if not c or any(not isinstance(e, ir.Constant) or e.constant != c[0].constant for e in c):
-            return False
-        c = c[0].constant
-    return isinstance(c, float) and math.isinf(c)
+    """v is a scalar constant +inf or -inf."""
+    return isinstance(v, ir.Constant) and isinstance(v.constant, float) and math.isinf(v.constant)
 
 
 _FLOAT_OPS = frozenset({"fadd", "fsub", "fmul", "fdiv", "frem", "fneg", "call", "fptrunc",
