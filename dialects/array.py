@@ -67,6 +67,22 @@ SCAN_KINDS = ("sum", "prod", "max", "min")
 COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 SCATTER_MODES = ("set", "add")
 
+# a function result's attribute: the index of the argument (a caller's
+# array) that the result is written back into once the call succeeded
+# (`x *= y` as a pure function returns x's new value); lower-to-loop may
+# compute it in that argument's buffer
+WRITES_ATTR = "lowering.writes"
+
+
+def written_results(f) -> dict[int, int]:
+    """Result index -> argument index, from a `func.func`'s WRITES_ATTR."""
+    out: dict[int, int] = {}
+    for k, d in enumerate(f.res_attrs.data if f.res_attrs is not None else ()):
+        a = d.data.get(WRITES_ATTR)
+        if a is not None:
+            out[k] = a.value.data
+    return out
+
 
 def tensor_of(value: SSAValue) -> TensorType:
     t = value.type

@@ -48,6 +48,11 @@ from .array import DYN, REDUCE_KINDS, FlagsEffect, i64_array, ints
 from .ufuncs import verify_call
 
 LOOP_REDUCE_KINDS = REDUCE_KINDS + ("argmax", "argmin")
+
+# a `memref.alloc`'s attribute: the index of the argument whose old values a
+# kernel stores into the buffer before writing over them in the argument's
+# own buffer; the runtime copies them back before an eager re-run
+UNDO_ATTR = "lowering.undo"
 AnyMemRef = base(MemRefType)
 
 

@@ -38,6 +38,7 @@ from runtime.guards import (
 
 from . import device_call, device_random, pytree
 from .capture.conversions import constructors_capture
+from dialects.array import written_results
 from dialects.dtypes import supported
 from dialects.ufuncs import FPE_CATEGORIES
 from passes.keep_flags import dropped_categories
@@ -1012,7 +1013,8 @@ def structural_key(module) -> tuple:
     (fn,) = module.ops
     block = fn.body.blocks[0]
     ids = {a: i for i, a in enumerate(block.args)}
-    parts: list = [tuple(a.type for a in block.args)]
+    # (the results written into arguments: the program may compute them there)
+    parts: list = [tuple(a.type for a in block.args), tuple(written_results(fn).items())]
     for op in block.ops:
         if op.regions:
             return (str(module), () if not symbols_active() else symbols_of([a.type for a in block.args]

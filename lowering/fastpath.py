@@ -361,8 +361,12 @@ class _FastBody:
 
         if not self.prog.steps:  # (nothing to run: `np.positive(x, out=x)`)
             return
+        undo = getattr(self.prog, "undo", ())
         self.lines.append("    with lock:")
+        start = len(self.lines)
         for k, st in enumerate(self.prog.steps):
+            if undo:
+                self.lines.append(f"        step = {k}")
             if isinstance(st, AllocStep):
                 self.alloc(k, st)
             elif isinstance(st, KernelStep):
@@ -371,8 +375,20 @@ class _FastBody:
                 self.extern(k, st)
             for slot in self.prog.dead_after[k]:
                 self.lines.append(f"        v{slot} = None")  # back to the pool (memory plan)
-        if self.fl != "fl =":  # (where kernels or externs ran)
-            self.lines += ["    if fl:", "        check(fl)"]
+        if not undo:
+            if self.fl != "fl =":  # (where kernels or externs ran)
+                self.lines += ["    if fl:", "        check(fl)"]
+            return
+        # arguments written in place: their old values copied back from the
+        # undo buffers where the call fails (`CpuProgram._undo`)
+        body = ["    " + line for line in self.lines[start:]]
+        body.append(f"            step = {len(self.prog.steps)}")
+        if self.fl != "fl =":
+            body += ["            if fl:", "                check(fl)"]
+        restore = [line for u, a, k in reversed(undo)
+                   for line in (f"            if step > {k}:", f"                v{a}[...] = v{u}")]
+        self.lines[start:] = ["        try:", *body, "        except BaseException:", *restore,
+                              "            raise"]
 
     def alloc(self, k: int, st) -> None:
         from runtime.memory import pooled
@@ -635,6 +651,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     from .backends.cpu_backend import AllocStep, KernelStep
     from .codegen.entry import FLAG_VALUES, Alloc, Call, EntrySpec, Launch, arg_checks, entry_ir
 
+    if getattr(prog, "undo", ()):  # (its arguments' old values restored on a failure: in Python)
+        return None
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
     derived = arg_checks(guards.checks)
     if derived is None:

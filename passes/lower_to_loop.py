@@ -27,8 +27,12 @@ the program's own array, filled row by row (`out = np.zeros(...)`,
 `out[i] = f(x[i])`) — is done in place: its result takes the destination's
 buffer and one kernel computes the source, fused, and stores it into the
 window (destination-passing, as MLIR's one-shot bufferization does). Any
-other slice assignment copies (a numpy extern): the destination is read
-again later, or is the caller's array (kept pristine for an eager re-run).
+other slice assignment copies: the destination is read again later, or is
+the caller's array, kept pristine for an eager re-run — unless no op of the
+program can make one (`Lowering.own_args`). A result written back into the
+caller's array (`x *= y`) is computed in the array's own buffer where its
+kernel reads it point for point (`Lowering.in_place_result`), keeping the old
+values in an undo buffer where a re-run may need them.
 Every kernel records the tensor ops fused into it and every refused fusion
 leaves a reason (`LoweringReport`), which `explain` shows."""
 
@@ -843,6 +847,10 @@ class Lowering:
     # device of many processors: (points of the map one program takes, the
     # programs wanted); (0, 0): never (the CPU: one ordered pass, numpy's order)
     column_split: tuple[int, int] = (0, 0)
+    # results written into the caller's arguments may be computed in the
+    # argument's own buffer (`in_place_result`): the CPU's, whose runtime
+    # restores an argument from its undo buffer before an eager re-run
+    in_place_args: bool = False
 
     def __post_init__(self):
         self.block = self.func_op.body.blocks[0]
@@ -890,6 +898,25 @@ class Lowering:
         ret = self.block.last_op
         assert isinstance(ret, func.ReturnOp)
         self.realized.update(ret.arguments)
+        # result -> the argument it is written back into (`in_place_result`)
+        self.writes: dict[SSAValue, BlockArgument] = {}
+        if self.in_place_args and not any(isinstance(op, (A.GatherOp, A.ScatterOp))
+                                          for op in self.block.ops):
+            for k, i in A.written_results(self.func_op).items():
+                v, arg = ret.arguments[k], self.block.args[i]
+                if (not isinstance(v, BlockArgument) and v not in self.writes
+                        and arg not in self.writes.values() and v.type == arg.type):
+                    self.writes[v] = arg
+        # whether a call may be re-run eagerly (an op that can raise a
+        # floating-point flag or an exception): an argument written in
+        # place keeps its old values for it (`in_place_result`)
+        self.may_rerun = any(A.fp_flags(op) or A.raises_on_values(op) for op in self.block.ops)
+        # arguments a slice assignment may write into as a value of the
+        # program's own (`slice_write`): where no re-run can need them as
+        # they came, the window is written into the argument itself
+        self.own_args = (frozenset(a for v, a in self.writes.items()
+                                   if isinstance(v.owner, A.InsertSliceOp) and v.owner.dest is a)
+                         if not self.may_rerun else frozenset())
         for op in self.block.ops:
             if not isinstance(op, func.ReturnOp):
                 self.realized.update(self._realized_by(op))
@@ -1229,7 +1256,8 @@ class Lowering:
         assignment found to clobber a value read later (`read`) is copied."""
         if op not in self._write_modes:
             mode, self.backwards[op] = ((None, ()) if op in self.not_in_place
-                                        else slice_write(op, self.uses, self.order))
+                                        else slice_write(op, self.uses, self.order,
+                                                         self.own_args))
             if mode is None and isinstance(op, A.InsertSliceOp) and not any(
                     _half(v) for v in (op.source, op.dest)) and (
                     op.source.type.element_type == op.dest.type.element_type):
@@ -1249,7 +1277,9 @@ class Lowering:
             if region is not None and window is not None and _disjoint(region, window):
                 continue  # (written elsewhere only: an FIR tap's one element)
             # (every such read of this attempt is found before it starts over)
-            self.conflicts.setdefault(op, f"{describe(op)} is copied: {describe(v.owner)} is "
+            what = (f"argument {v.index}" if isinstance(v, BlockArgument)
+                    else describe(v.owner))  # type: ignore[arg-type]
+            self.conflicts.setdefault(op, f"{describe(op)} is copied: {what} is "
                                           "read after it would have been written over")
         return self.buffer[v]
 
@@ -1270,6 +1300,62 @@ class Lowering:
                 continue
             return o
         return None
+
+    def undo_pays(self, v: SSAValue) -> bool:
+        """Whether a result computed in its argument's buffer is worth it
+        (`in_place_result`): always where no re-run can need the old values;
+        with an undo buffer (one more stream of stores) only where its
+        kernel runs split across threads (it touches `parallel_threshold`
+        elements, three streams of v's size): a smaller program runs from
+        the native entry, whose copy into the argument, in cache, costs
+        less than the Python call that restores undo buffers."""
+        if not self.may_rerun:
+            return True
+        n = 1
+        for d in v.type.get_shape():
+            n *= hint(d)
+        return self.threads > 1 and 3 * n >= self.parallel_threshold
+
+    def in_place_result(self, op: Operation, v: SSAValue) -> None:
+        """A result written back into an argument (`self.writes`: `x *= y`,
+        `x[...] = f(x)`) computed by its kernel in the argument's buffer,
+        as numpy's own ufunc writes over x, instead of a buffer of its own
+        that the runtime copies into x after the call: the kernel reads x
+        only at the very point it stores (else, or where a later kernel
+        reads x's old values, `read` finds it clobbered, and lowering starts
+        over with the result in a buffer of its own). Where the call may be
+        re-run eagerly (`may_rerun`: numpy must see the caller's arrays as
+        they came), the kernel first stores each old value into an undo
+        buffer (`loop.UNDO_ATTR`) the runtime copies back before the re-run."""
+        arg = self.writes[v]
+        buf = self.buffer[v] = self.read(arg)
+        KernelEmitter(self, v, buf).emit()
+        k = self.out.last_op
+        stores = [o for o in k.walk() if isinstance(o, L.StoreOp) and o.buffer is buf]
+        st = stores[0] if len(stores) == 1 else None
+        if (not isinstance(k, L.KernelOp) or st is None
+                or any(isinstance(o, L.IndexOp) for o in k.walk())
+                or any(isinstance(o, L.LoadOp) and o.buffer is buf
+                       and (o.map.data != st.map.data or list(o.indices) != list(st.indices))
+                       for o in k.walk())):
+            raise Restart(v, f"{describe(op)} is computed apart from the argument it is "
+                             "written into: its kernel reads that argument elsewhere than "
+                             "where it stores", not_in_place=(op,))
+        held = self.sharing.setdefault(buf, [arg])
+        for u in held:
+            self.clobbered.setdefault(u, []).append((op, None))
+        held.append(v)
+        if not self.may_rerun:
+            return
+        undo = memref.AllocOp([], [], memref_of(v.type))
+        undo.attributes[L.UNDO_ATTR] = IntegerAttr(arg.index, i64)
+        self.out.insert_op_before(undo, k)
+        old = L.LoadOp(buf, list(st.indices), st.map.data)
+        st.parent_block().insert_ops_before([old, L.StoreOp(old.results[0], undo.memref,
+                                                            list(st.indices), st.map.data)], st)
+        nk = k.with_buffers([*k.buffers, undo.memref])
+        nk.attributes.update(k.attributes)
+        Rewriter.replace_op(k, nk)
 
     def untouched(self, view: Operation) -> bool:
         """A slice of a value whose buffer slice assignments wrote into since
@@ -1360,6 +1446,12 @@ class Lowering:
             return
         if v in self.buffer:
             return
+        if v in self.writes and op not in self.not_in_place and self.undo_pays(v) and not (
+                isinstance(op, A.ReduceOp) and column_reduction(op) or column_arg(op)
+                or isinstance(op, (A.ScatterOp, A.ScanOp)) or op in self.narrowed
+                or isinstance(op, A.DotOp) and narrow_dot(op)):
+            self.in_place_result(op, v)
+            return
         buf = self._alloc(v)
         if isinstance(op, A.ReduceOp) and column_reduction(op) or column_arg(op):
             ColumnEmitter(self, v, buf).emit()
@@ -1387,17 +1479,20 @@ def writes_over_operand(op: Operation) -> bool:
             and len(op.results) == 1)
 
 
-def in_place(op: Operation, uses: Counter) -> bool:
+def in_place(op: Operation, uses: Counter, own: frozenset = frozenset()) -> bool:
     """A slice assignment done in the destination's own buffer: the
     destination is a value of the program (not the caller's array: an eager
-    re-run needs it pristine) that nothing but this assignment reads."""
-    return (isinstance(op, A.InsertSliceOp) and not isinstance(op.dest, BlockArgument)
+    re-run needs it pristine; but those of `own`, which no re-run needs
+    and the assignment's result is written back into) that nothing but
+    this assignment reads."""
+    return (isinstance(op, A.InsertSliceOp)
+            and (not isinstance(op.dest, BlockArgument) or op.dest in own)
             and uses[op.dest] == 1 and not any(_half(v) for v in (op.source, op.dest))
             and op.source.type.element_type == op.dest.type.element_type)
 
 
-def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]
-                ) -> tuple[str | None, tuple[int, ...]]:
+def slice_write(op: Operation, uses: Counter, order: dict[Operation, int],
+                own: frozenset = frozenset()) -> tuple[str | None, tuple[int, ...]]:
     """How a slice assignment is written into its destination's own buffer
     instead of a copy of all of it (numpy's way: `x[w] = ...` writes into
     x): "direct" — `in_place`, or a destination otherwise read only by ops
@@ -1417,9 +1512,10 @@ def slice_write(op: Operation, uses: Counter, order: dict[Operation, int]
     numpy's temporary does), then copied into the window; None — neither
     (`order`: each op's position in the block: a value made before the
     destination cannot read it, so the walk of the new part stops there)."""
-    if in_place(op, uses):
+    if in_place(op, uses, own):
         return "direct", ()
-    if (not isinstance(op, A.InsertSliceOp) or isinstance(op.dest, BlockArgument)
+    if (not isinstance(op, A.InsertSliceOp)
+            or isinstance(op.dest, BlockArgument) and op.dest not in own
             or any(_half(v) for v in (op.source, op.dest))
             or op.source.type.element_type != op.dest.type.element_type):
         return None, ()
@@ -1473,7 +1569,7 @@ def _new_part(op: A.InsertSliceOp, order: dict[Operation, int]) -> tuple[set, li
     expr: set = set()
     reads: list = []
     stack, seen = [(op.source, True)], set()
-    made = order[dest.owner]
+    made = -1 if isinstance(dest, BlockArgument) else order[dest.owner]  # (an argument: first)
     while stack:
         v, pointwise = stack.pop()
         if v is dest:
@@ -2744,6 +2840,9 @@ class LowerToLoop(ModulePass):
     # (`power`) where the table predicts it faster (the CPU's; a GPU's kernels
     # compute them all)
     numpy_loops: bool = False
+    # results written into the caller's arguments computed in their buffers
+    # (`Lowering.in_place_result`: the CPU runtime's undo buffers)
+    in_place_args: bool = False
     reports: list = field(default_factory=list, compare=False, repr=False)
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
@@ -2760,7 +2859,8 @@ class LowerToLoop(ModulePass):
         for f in list(op.ops):
             if isinstance(f, func.FuncOp):
                 new, report = lower_func(f, self.shared_rows, self.threads,
-                                         self.parallel_threshold, self.column_split)
+                                         self.parallel_threshold, self.column_split,
+                                         self.in_place_args)
                 self.reports.append(report)
                 op.body.block.insert_op_before(new, f)
                 op.body.block.erase_op(f)
@@ -2833,9 +2933,10 @@ def layouts_of(f: func.FuncOp) -> list[str]:
 
 def lower_func(f: func.FuncOp, shared_rows: bool = True, threads: int = 1,
                parallel_threshold: int = 1 << 20, column_split: tuple[int, int] = (0, 0),
-               ) -> tuple[func.FuncOp, LoweringReport]:
+               in_place_args: bool = False) -> tuple[func.FuncOp, LoweringReport]:
     lw = Lowering(f, layouts_of(f), shared_rows=shared_rows, threads=threads,
-                  parallel_threshold=parallel_threshold, column_split=column_split)
+                  parallel_threshold=parallel_threshold, column_split=column_split,
+                  in_place_args=in_place_args)
     new = lw.run()
     flags_only(new, [lw.buffer[v] for op in lw.block.ops if isinstance(op, A.FlagsOp)
                      for v in op.operands if lw.uses[v] == 1 and v in lw.buffer

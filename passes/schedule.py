@@ -689,7 +689,8 @@ def drop_dead_stores(f: func.FuncOp) -> None:
     to another op (only kernels store into it) is dropped with its stores:
     a value realized for two readers that fusion then put in one kernel
     is forwarded there and never needs memory."""
-    for a in [o for o in f.body.block.ops if isinstance(o, memref.AllocOp)]:
+    for a in [o for o in f.body.block.ops if isinstance(o, memref.AllocOp)
+              and L.UNDO_ATTR not in o.attributes]:  # (read by the runtime on a re-run)
         b = a.memref
         users = [u.operation for u in b.uses]
         stores = [u for u in users if isinstance(u, L.StoreOp) and u.buffer is b]

@@ -346,6 +346,10 @@ class ProgramPlan:
     # constant's writes: a constant in one of them is made on every call
     # (`hoist_constants`)
     written: frozenset[int] = frozenset()
+    # (undo slot, argument slot): a buffer holding the old values of an
+    # argument a kernel writes in place (`loop.UNDO_ATTR`), copied back into
+    # it before an eager re-run (`CpuProgram._undo`)
+    undo: tuple[tuple[int, int], ...] = ()
 
 
 def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.KernelOp], dict[str, tuple]]:
@@ -360,6 +364,7 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
     bodies: dict[tuple, int] = {}
     outputs: tuple[int, ...] = ()
     written: set[int] = set()
+    undo: list[tuple[int, int]] = []
     n_slots = len(args)  # (a cast names a slot that exists: slots has more names than slots)
     for op in f.body.blocks[0].ops:
         if isinstance(op, memref.AllocOp):
@@ -367,6 +372,8 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
             slots[op.memref] = n_slots
             n_slots += 1
             steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
+            if L.UNDO_ATTR in op.attributes:
+                undo.append((slots[op.memref], op.attributes[L.UNDO_ATTR].value.data))
         elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
             slots[op.dest] = slots[op.source]
         elif isinstance(op, K.KernelOp):
@@ -381,7 +388,8 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
                 written.update(slots[b] for b in op.buffers[op.num_inputs.value.data:])
         elif isinstance(op, func.ReturnOp):
             outputs = tuple(slots[v] for v in op.arguments)
-    return ProgramPlan(len(args), tuple(steps), outputs, frozenset(written)), kernels, keys
+    return (ProgramPlan(len(args), tuple(steps), outputs, frozenset(written), tuple(undo)),
+            kernels, keys)
 
 
 def kernel_plan(k: K.KernelOp, slots, body: int) -> KernelPlan:
@@ -488,9 +496,14 @@ class CpuProgram:
         self.linger = 0 if any(isinstance(st, ExternStep) or (
             isinstance(st, KernelStep) and st.flops) for st in steps) else pool.LINGER_TURNS
         self.n_slots = plan.n_inputs + sum(isinstance(st, AllocStep) for st in plan.steps)
+        undo_slots = tuple(u for u, _ in plan.undo)  # (alive to the end of a call)
         with stage("memory-plan"):  # buffers dropped after their last use, then reused
-            self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs)
-            self.steps = static_buffers(steps, self.outputs)
+            self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs + undo_slots)
+            self.steps = static_buffers(steps, self.outputs, undo_slots)
+        # (undo slot, argument slot, the step that fills it): see `_undo`
+        self.undo = tuple((u, a, next(k for k, st in enumerate(self.steps)
+                                      if isinstance(st, KernelStep) and u in st.bufs))
+                          for u, a in plan.undo)
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
@@ -527,9 +540,35 @@ class CpuProgram:
             return self._run(inputs)
 
     def _run(self, inputs):
-        vals = list(inputs) + [None] * (self.n_slots - len(inputs))
+        if not self.undo:
+            return self._steps(inputs, [])
+        vals: list = []
+        try:
+            return self._steps(inputs, vals)
+        except BaseException:
+            self._undo(vals)
+            raise
+
+    def _undo(self, vals: list) -> None:
+        """A call that failed (a flag numpy acts on, an error) after kernels
+        wrote over arguments in place: each argument gets its old values
+        back from its undo buffer (the last write undone first), so the
+        eager re-run sees the caller's arrays as they came."""
+        done = vals[-1] if vals and type(vals[-1]) is int else len(self.steps)
+        for u, a, k in reversed(self.undo):
+            if k < done and vals[u] is not None:
+                vals[a][...] = vals[u]
+
+    def _steps(self, inputs, vals: list):
+        """The steps; `vals` (the undo path's) gets the slots' values and,
+        while a step runs, its index."""
+        vals[:] = list(inputs) + [None] * (self.n_slots - len(inputs))
+        if self.undo:
+            vals.append(0)
         flags = 0  # IEEE exceptions raised (MXCSR bits): checked before returning
-        for st, dead in zip(self.steps, self.dead_after):
+        for k, (st, dead) in enumerate(zip(self.steps, self.dead_after)):
+            if self.undo:
+                vals[-1] = k
             if isinstance(st, KernelStep):
                 ptrs, checks = st.ptrs, st.checks
                 for j, s in enumerate(st.bufs):
@@ -558,6 +597,8 @@ class CpuProgram:
                 flags |= collector.bits
             for s in dead:  # its buffer goes back to the pool for the next alloc
                 vals[s] = None
+        if self.undo:
+            vals[-1] = len(self.steps)
         if flags:
             errors.check(flags)
         return [vals[i] for i in self.outputs]
@@ -651,7 +692,8 @@ STATIC_MAX_BYTES = 16 << 20  # an intermediate this big or bigger comes from the
 STATIC_PROGRAM_BYTES = 64 << 20  # at most this much kept per program
 
 
-def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
+def static_buffers(steps: list[Step], outputs: tuple[int, ...],
+                   to_end: tuple[int, ...] = ()) -> list[Step]:
     """The memory plan's second half: intermediates (allocated by the program,
     never returned) get buffers the program keeps from call to call, shared
     by intermediates whose lifetimes (allocation to last use) do not overlap
@@ -660,8 +702,11 @@ def static_buffers(steps: list[Step], outputs: tuple[int, ...]) -> list[Step]:
     microseconds (the block's finalizer), a program-owned view nothing. The
     program's lock keeps calls apart, so one set of buffers serves every
     call. Intermediates of STATIC_MAX_BYTES or more, and any beyond
-    STATIC_PROGRAM_BYTES in all, stay pooled (the pool keeps them too)."""
+    STATIC_PROGRAM_BYTES in all, stay pooled (the pool keeps them too).
+    Those of `to_end` (undo buffers) live to the end of the call."""
     last = last_uses(steps)
+    for s in to_end:
+        last[s] = len(steps)
     keep = set(outputs)
     buffers: list[list] = []  # [nbytes, free from step]
     total = 0

@@ -26,12 +26,13 @@ import numpy as np
 
 from dialects.symbols import SymDim, broadcast_shapes
 from xdsl.dialects import func
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, DictionaryAttr, IntegerAttr, ModuleOp, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 
 from .. import pytree
 from dialects.dtypes import kind as dtype_kind, representable, supported, tensor_type
 from dialects.prims import Prims, dtype_of, shape_of
+from dialects.array import WRITES_ATTR
 from .views import ReshapeStep, np_apply_all, strided_dummy
 
 _PKG_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -270,7 +271,8 @@ class Tracer:
         self.refs.append(ref)
         return arg
 
-    def _close(self, outputs: list[SSAValue]) -> Segment:
+    def _close(self, outputs: list[SSAValue], writes: dict[int, SSAValue] | None = None
+               ) -> Segment:
         if self.prune_from is not None:
             for a in reversed(self.block.args):
                 b = self.bindings[a.index]
@@ -281,6 +283,14 @@ class Tracer:
         self.block.add_op(func.ReturnOp(*outputs))
         ftype = ([a.type for a in self.block.args], [o.type for o in outputs])
         fn = func.FuncOp("main", ftype, Region(self.block))
+        # (results the caller's arguments take, `written_arguments`: each
+        # argument's index once unused ones are gone)
+        writes = {k: a.index for k, a in (writes or {}).items()  # type: ignore[attr-defined]
+                  if a in self.block.args}
+        if writes:
+            fn.res_attrs = ArrayAttr([DictionaryAttr(
+                {WRITES_ATTR: IntegerAttr(writes[k], i64)} if k in writes else {})
+                for k in range(len(outputs))])
         seg = Segment(ModuleOp([fn]), self.bindings, self.refs)
         self.trace.segments.append(seg)
         return seg
@@ -295,15 +305,38 @@ class Tracer:
             return v
         return np.asarray(v, dtype=np.float64) if isinstance(v, float) else np.asarray(v)
 
-    def _run(self, storages: list[Storage], extra: list[SSAValue]):
-        seg = self._close([st.value for st in storages] + extra)
+    def _run(self, storages: list[Storage], extra: list[SSAValue], last: bool = False):
+        writes = self.written_arguments(storages) if last else {}
+        seg = self._close([st.value for st in storages] + extra, writes)
         inputs = self._concrete_inputs(seg)
-        pos = [st.arg.index if st.value is st.arg and st.arg in self.block.args else None
-               for st in storages]
+        # a result may be its storage's argument itself: unchanged, or (the
+        # last graph) written in place by the program
+        pos = [st.arg.index if (st.value is st.arg or i in writes) and st.arg in self.block.args
+               else None for i, st in enumerate(storages)]
         self.trace.owners = seg.owners = pos + [None] * len(extra)
         results = self.run_segment(seg.module, inputs)
         owners = [None if i is None else inputs[i] for i in self.trace.owners]
         return inputs, fresh_results(results, inputs, owners)
+
+    def written_arguments(self, storages: list[Storage]) -> dict[int, SSAValue]:
+        """Result position -> graph argument, for the caller's arrays the
+        last graph writes (`x *= y`, `x[1:] = ...`) that are this graph's
+        arguments as they came (bound to their source): the program may
+        compute such a result in the argument's own buffer (lower-to-loop's
+        `in_place_results`) instead of a buffer copied into it afterwards.
+        (An earlier graph's writes stay in buffers of their own: a later
+        graph, or the eager piece between, may still fail, and an eager
+        re-run needs the caller's arrays as they came.)"""
+        out = {}
+        for k, st in enumerate(storages):
+            if (st.mutated and st.source is not None and st.arg is not None
+                    and st.value is not st.arg and st.arg in self.block.args
+                    and type(self.bindings[st.arg.index]) is int
+                    and self.bindings[st.arg.index] == st.source
+                    and isinstance(self.sources[st.source], np.ndarray)
+                    and st.value not in self.block.args):
+                out[k] = st.arg
+        return out
 
     # ---- sources ----------------------------------------------------------
     def wrap_source(self, i: int) -> "TracedArray":
@@ -705,7 +738,7 @@ class Tracer:
         sts = list(storages.values())
         self.trace.plan = OutputPlan(treedef, plan_leaves, writebacks)
         self.trace.mutates_inputs = bool(writebacks)
-        inputs, results = self._run(sts, [])
+        inputs, results = self._run(sts, [], last=True)
         return results, self.trace
 
 

@@ -1,0 +1,195 @@
+"""Results written back into the caller's arguments, computed in the
+argument's own buffer (`Lowering.in_place_result`, `slice_write`'s own
+arguments) instead of a buffer of their own that the runtime copies into the
+argument after the call. Where the call may be re-run eagerly (an op of the
+program can raise a floating-point flag), the writing kernel first stores
+each old value into an undo buffer, copied back before the re-run
+(`CpuProgram._undo`, the fast call's restore): the re-run must see the
+caller's arrays as they came, or `x += y` would be applied twice. Each case
+is checked against numpy — values, the object returned, warnings, the state
+numpy leaves when it raises — and the program's shape (the argument
+returned as the result's buffer, an undo buffer or none) is read off the
+kernel level."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import lowering
+from lowering.testing import assert_matches_numpy
+from runtime import cpu
+
+# big enough that the kernel runs split across threads (where an undo
+# buffer pays: `Lowering.undo_pays`)
+BIG = (400, 400)
+
+
+def iadd(a, b):
+    a += b
+    return a
+
+
+def iadd_none(a, b):
+    a += b
+
+
+def scaled_update(x, g):
+    x -= 0.1 * g
+
+
+def int_update(a, b):
+    a += b * 3
+    return a
+
+
+def shift_copy(a, b):
+    a[..., 1:] = b[..., :-1]
+    return a
+
+
+def self_shift(a):
+    a[1:] = a[:-1]
+    return a
+
+
+def read_old_after(a, b):
+    old = a * 2.0
+    a += b
+    return old
+
+
+def later_flag(a, b, c):
+    a += b
+    return np.log(c)
+
+
+def twice(a, b):
+    a += b
+    a *= 2.0
+    return a
+
+
+def _kernel_text(fn, spec: str) -> str:
+    """The kernel level of fn on arguments of `spec` (`lowering.dump`'s)."""
+    from lowering.dump import capture, parse_spec, print_lower_stages
+
+    out = io.StringIO()
+    print_lower_stages(capture(fn, parse_spec(spec)), out, ["kernel"])
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("shape", [(7,), (64, 64), BIG])
+@pytest.mark.parametrize("fn", [iadd, iadd_none, scaled_update, twice])
+def test_float_updates_match_numpy(fn, shape):
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+    assert_matches_numpy(fn, a, b, calls=3)
+
+
+@pytest.mark.parametrize("shape", [(7,), BIG])
+def test_result_is_the_argument(shape):
+    a, b = np.ones(shape), np.ones(shape)
+    cf = lowering.compile(iadd)
+    for _ in range(3):
+        r = cf(a, b)
+        assert r is a
+    np.testing.assert_array_equal(a, np.full(shape, 4.0))
+
+
+@pytest.mark.parametrize("shape", [(7,), BIG])
+@pytest.mark.parametrize("fn", [iadd, twice])
+def test_a_re_run_sees_the_arguments_as_they_came(fn, shape):
+    """An overflow in the last element: numpy warns, and the eager re-run
+    must start from the pristine arguments (else x += y runs twice)."""
+    cf = lowering.compile(fn)
+    a, b = np.ones(shape), np.ones(shape)
+    cf(a.copy(), b)  # compiled, then cached
+    for _ in range(2):
+        a, b = np.ones(shape), np.ones(shape)
+        a.flat[-1] = b.flat[-1] = 1e308
+        want_a = a.copy()
+        with warnings.catch_warnings(record=True) as want_w:
+            warnings.simplefilter("always")
+            want = fn(want_a, b)
+        with warnings.catch_warnings(record=True) as got_w:
+            warnings.simplefilter("always")
+            got = cf(a, b)
+        np.testing.assert_array_equal(a, want_a)
+        np.testing.assert_array_equal(got, want)
+        assert [str(w.message) for w in got_w] == [str(w.message) for w in want_w]
+
+
+@pytest.mark.parametrize("shape", [(7,), BIG])
+def test_raise_leaves_numpys_state(shape):
+    cf = lowering.compile(twice)
+    cf(np.ones(shape), np.ones(shape))
+    a, b = np.ones(shape), np.ones(shape)
+    a.flat[-1] = b.flat[-1] = 1e308
+    want_a = a.copy()
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        twice(want_a, b)
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        cf(a, b)
+    np.testing.assert_array_equal(a, want_a)
+
+
+@pytest.mark.parametrize("shape", [(7,), BIG])
+def test_a_later_kernels_flag_restores_the_argument(shape):
+    """The in-place kernel succeeds, a later one raises invalid (log of a
+    negative): the argument is restored, then numpy runs it once."""
+    cf = lowering.compile(later_flag)
+    a, b, c = np.ones(shape), np.ones(shape), np.ones(shape)
+    cf(a, b, c)
+    a, b, c = np.ones(shape), np.ones(shape), np.ones(shape)
+    c.flat[0] = -1.0
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        got = cf(a, b, c)
+    np.testing.assert_array_equal(a, np.full(shape, 2.0))
+    assert np.isnan(got.flat[0]) and [str(x.message) for x in w] == [
+        "invalid value encountered in log"]
+
+
+@pytest.mark.parametrize("shape", [(7,), (64, 64), BIG])
+@pytest.mark.parametrize("fn", [int_update, shift_copy, self_shift, read_old_after])
+def test_other_writes_match_numpy(fn, shape):
+    rng = np.random.default_rng(5)
+    if fn is int_update:
+        args = [rng.integers(-9, 9, shape), rng.integers(-9, 9, shape)]
+    elif fn is self_shift:
+        args = [rng.standard_normal(shape)]
+    else:
+        args = [rng.standard_normal(shape), rng.standard_normal(shape)]
+    assert_matches_numpy(fn, *args, calls=3)
+
+
+def test_big_float_update_writes_the_argument_with_an_undo_buffer():
+    text = _kernel_text(iadd, "f64[400,400] f64[400,400]")
+    split = cpu.THREADS > 1 and 3 * 400 * 400 >= cpu.parallel_threshold()
+    if split:
+        assert "lowering.undo = 0" in text
+        assert "func.return %0 :" in text  # the argument's own buffer
+    else:
+        assert "lowering.undo" not in text
+
+
+def test_updates_no_flag_can_undo_write_the_argument_without_a_copy():
+    for fn, spec in [(int_update, "i64[40,40] i64[40,40]"),
+                     (shift_copy, "f64[40,40] f64[40,40]"),
+                     (iadd, "i32[1000] i32[1000]")]:
+        text = _kernel_text(fn, spec)
+        assert "lowering.undo" not in text, fn.__name__
+        assert "func.return %0 :" in text, fn.__name__
+        assert "memref.alloc" not in text, fn.__name__
+
+
+def test_small_float_update_keeps_its_own_buffer():
+    """Below the split threshold the native entry's copy into the argument
+    costs less than the Python call an undo buffer needs."""
+    text = _kernel_text(iadd, "f64[64,64] f64[64,64]")
+    assert "lowering.undo" not in text
+    assert "func.return %0 :" not in text
