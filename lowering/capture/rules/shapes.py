@@ -522,6 +522,42 @@ def roll(tr, a, shift, axis=None):
     return tr.wrap(v)
 
 
+@rule(np.diff)
+def diff(tr, a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    """numpy's own steps: prepend and append joined along the axis (a
+    scalar broadcast to one slice), then n differences of neighbours —
+    `not_equal` for booleans, `subtract` otherwise —, each of two slices:
+    one fused kernel instead of a graph break."""
+    n = static_int(n, "n")
+    if n == 0:
+        return a
+    if n < 0:
+        raise ValueError("order must be non-negative but got " + repr(n))
+    x = asarray(tr, a)
+    if x.ndim == 0:
+        raise ValueError("diff requires input that is at least one dimensional")
+    ax = normalize_axis(axis, x.ndim)
+    parts = []
+    for extra, where in ((prepend, 0), (append, 1)):
+        if extra is np._NoValue:
+            continue
+        e = asarray(tr, extra)
+        if e.ndim == 0:
+            shape = list(x.shape)
+            shape[ax] = 1
+            e = broadcast_to(tr, e, tuple(shape))
+        parts.append((where, e))
+    if parts:
+        x = np.concatenate([e for w, e in parts if w == 0] + [x] + [e for w, e in parts if w == 1],
+                           axis=ax)
+    lo = tuple(slice(1, None) if d == ax else slice(None) for d in range(x.ndim))
+    hi = tuple(slice(None, -1) if d == ax else slice(None) for d in range(x.ndim))
+    op = np.not_equal if x.dtype == np.bool_ else np.subtract
+    for _ in range(n):
+        x = op(x[lo], x[hi])
+    return x
+
+
 @rule(np.tile)
 def tile(tr, A, reps):
     static_array(tr, reps, "reps")
