@@ -1148,14 +1148,16 @@ class KernelCodegen:
         phi.add_incoming(exact, redo_end)
         return phi
 
-    def _reduce_pass(self, op: L.ReduceOp, body, yielded, w: int, step_combine):
+    def _reduce_pass(self, op: L.ReduceOp, body, yielded, w: int, step_combine,
+                     kind: str | None = None):
         """One pass of the reduction: (total, NaN seen). `step_combine` folds
         each value into its accumulator (None: numpy's `combine`, and no NaN
-        flag is kept)."""
-        totals, nan_seen = self._reduce_passes([(op, body, yielded)], w, step_combine)
+        flag is kept); `kind` in place of the op's (an arg-reduction's
+        extreme)."""
+        totals, nan_seen = self._reduce_passes([(op, body, yielded)], w, step_combine, kind)
         return totals[0], nan_seen
 
-    def _reduce_passes(self, specs, w: int, step_combine=None):
+    def _reduce_passes(self, specs, w: int, step_combine=None, kind_of_one: str | None = None):
         """One pass over the reduction domain for several reductions of the
         same ranges (`specs`: (op, body ops, yielded value) each): each step
         emits every body, so loads they share are one load (LLVM's CSE), and
@@ -1175,7 +1177,7 @@ class KernelCodegen:
         folds, vslots, sslots = [], [], []
         flags: list = []
         for op, _body, yielded in specs:
-            kind, t = op.kind.data, yielded.type
+            kind, t = kind_of_one or op.kind.data, yielded.type
             lt = llvm_type(t)
             contract = kind == "sum" and "contract" in op.attributes and isinstance(
                 yielded.owner, arith.MulfOp)
@@ -1269,7 +1271,7 @@ class KernelCodegen:
             nest(0)
         totals = []
         for (op, _body, yielded), vs, ss in zip(specs, vslots, sslots):
-            kind, t = op.kind.data, yielded.type
+            kind, t = kind_of_one or op.kind.data, yielded.type
             total = b.load(ss)
             if vs:
                 vacc = b.load(vs[0])
@@ -1297,6 +1299,177 @@ class KernelCodegen:
             self.row_access(row, self.vals[op.body.block.args[0]], w, store=x)
 
     def emit_argreduce(self, op, body, yielded, kind, ranges) -> ir.Value:
+        """The first position of the extreme, a NaN winning (numpy's). Over
+        one dim of numbers, one vector pass as numpy's own SIMD loop: per
+        lane the best value and its position (a strict compare keeps a
+        lane's first), a flag of NaNs seen; the lanes then merged (the
+        extreme, the least position holding it) and the scalar tail folded
+        in. Where a NaN was seen, a search for the first one (`_first_nan`).
+        Else (bools, several dims) one scalar pass."""
+        t = yielded.type
+        if len(ranges) != 1 or op in self.row_plan:
+            return self._argreduce_scalar(op, body, yielded, kind, ranges)
+        b = self.b
+        lt = llvm_type(t)
+        if lt == I1:  # a bool's: the first True (argmax) or False, searched for
+            want = const(I1, int(kind == "argmax"))
+            return self._first_hit(body, yielded, op.body.block.args[0], bound(ranges[0]),
+                                   self.width_for(ranges[0]),
+                                   lambda x, w: b.icmp_unsigned("==", x, self.splat(want, w)
+                                                                if w > 1 else want))
+        ext = "max" if kind == "argmax" else "min"
+        pred = ">" if ext == "max" else "<"
+        w = self.width_for(ranges[0])
+        n = bound(ranges[0])
+        arg = op.body.block.args[0]
+        flt = is_float(t)
+        ident = identity(ext, t)
+
+        def better(x, cur):
+            if flt:
+                return b.fcmp_ordered(pred, x, cur)
+            return (b.icmp_unsigned if is_unsigned(t) else b.icmp_signed)(pred, x, cur)
+
+        # independent accumulators (as the reductions' `unroll`): the
+        # compare-and-select chain's latency hidden
+        accs = max(1, self.unroll) if w > 1 and (isinstance(ranges[0], ir.Value)
+                                               or ranges[0] >= 4 * w * self.unroll) else 1
+        with b.goto_entry_block():
+            best = [b.alloca(vec(lt, w)) for _ in range(accs)]
+            at = [b.alloca(vec(I64, w)) for _ in range(accs)]
+            nans = b.alloca(vec(I1, w))
+            cur, ci = b.alloca(lt), b.alloca(I64)
+        for u in range(accs):
+            b.store(const(lt, ident, w), best[u])
+            b.store(const(I64, 0, w), at[u])
+        b.store(const(I1, 0, w), nans)
+        start = const(I64, 0)
+        if w > 1:
+            lanes = ir.Constant(vec(I64, w), [ir.Constant(I64, k) for k in range(w)])
+
+            def vstep(j, count):
+                for u in range(count):
+                    ju = b.add(j, const(I64, u * w)) if u else j
+                    self.vals[arg] = ju
+                    self.lane_arg = arg
+                    self.emit_ops(body, w)
+                    x = self.value(yielded, w)
+                    take = better(x, b.load(best[u]))
+                    b.store(b.select(take, x, b.load(best[u])), best[u])
+                    b.store(b.select(take, b.add(self.splat(ju, w), lanes), b.load(at[u])), at[u])
+                    if flt:
+                        b.store(b.or_(b.load(nans), b.fcmp_unordered("uno", x, x)), nans)
+            if accs > 1:
+                self.loop(const(I64, 0), n, accs * w, lambda j: vstep(j, accs))
+                start = self._last_iv
+            self.loop(start, n, w, lambda j: vstep(j, 1))
+            start = self._last_iv
+        # the lanes merged (the accumulators' vectors first): the extreme,
+        # then the least position holding it
+        def merge(x, xi, m, mi):
+            eq = b.fcmp_ordered("==", x, m) if flt else b.icmp_signed("==", x, m)
+            take = b.or_(better(x, m), b.and_(eq, b.icmp_signed("<", xi, mi)))
+            return b.select(take, x, m), b.select(take, xi, mi)
+
+        bv, av = b.load(best[0]), b.load(at[0])
+        for u in range(1, accs):
+            bv, av = merge(b.load(best[u]), b.load(at[u]), bv, av)
+        if w == 1:  # (scalar accumulators: untouched, the tail does all)
+            m, mi = bv, av
+        else:
+            m, mi = b.extract_element(bv, const(I32, 0)), b.extract_element(av, const(I32, 0))
+        for k in range(1, w):
+            m, mi = merge(b.extract_element(bv, const(I32, k)), b.extract_element(av, const(I32, k)),
+                          m, mi)
+        b.store(m, cur)
+        b.store(mi, ci)
+        seen = self.em.any_lane(b, b.load(nans)) if flt and w > 1 else const(I1, 0)
+        with b.goto_entry_block():
+            tail_nan = b.alloca(I1)
+        b.store(seen, tail_nan)
+
+        def sstep(i):
+            self.vals[arg] = i
+            self.emit_ops(body, 1)
+            x = self.value(yielded, 1)
+            take = better(x, b.load(cur))
+            b.store(b.select(take, x, b.load(cur)), cur)
+            b.store(b.select(take, i, b.load(ci)), ci)
+            if flt:
+                b.store(b.or_(b.load(tail_nan), b.fcmp_unordered("uno", x, x)), tail_nan)
+        self.loop(start, n, 1, sstep)
+        if not flt:
+            return b.load(ci)
+        found = b.load(ci)
+        plain = b.block
+        redo, done = self.fn.append_basic_block("arg.nan"), self.fn.append_basic_block("arg.done")
+        b.cbranch(b.load(tail_nan), redo, done).set_weights([1, 1000])
+        b.position_at_end(redo)
+        first = self._first_hit(body, yielded, arg, n, w, lambda x, _w: b.fcmp_unordered("uno", x, x))
+        redo_end = b.block
+        b.branch(done)
+        b.position_at_end(done)
+        res = b.phi(I64)
+        res.add_incoming(found, plain)
+        res.add_incoming(first, redo_end)
+        return res
+
+    def _first_hit(self, body, yielded, arg, n, w: int, hit) -> ir.Value:
+        """The first position of a row whose value `hit(x, width)` holds
+        (0 where none does): whole vectors up to the one holding it, then a
+        scalar search that stops there."""
+        b = self.b
+        start = const(I64, 0)
+        if w > 1:
+            pre = b.block
+            vhead = self.fn.append_basic_block("search.vector")
+            vstep = self.fn.append_basic_block("search.vstep")
+            vnext = self.fn.append_basic_block("search.vnext")
+            vdone = self.fn.append_basic_block("search.vdone")
+            b.branch(vhead)
+            b.position_at_end(vhead)
+            j = b.phi(I64)
+            j.add_incoming(const(I64, 0), pre)
+            b.cbranch(b.icmp_signed("<=", b.add(j, const(I64, w)), n), vstep, vdone)
+            b.position_at_end(vstep)
+            self.vals[arg] = j
+            self.lane_arg = arg
+            self.emit_ops(body, w)
+            hits = hit(self.value(yielded, w), w)
+            hit_block = b.block
+            b.cbranch(self.em.any_lane(b, hits), vdone, vnext)
+            b.position_at_end(vnext)
+            j.add_incoming(b.add(j, const(I64, w)), vnext)
+            b.branch(vhead)
+            b.position_at_end(vdone)
+            start = b.phi(I64)
+            start.add_incoming(j, vhead)
+            start.add_incoming(j, hit_block)
+        pre = b.block
+        head = self.fn.append_basic_block("search")
+        step = self.fn.append_basic_block("search.step")
+        nxt = self.fn.append_basic_block("search.next")
+        done = self.fn.append_basic_block("search.done")
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(start, pre)
+        b.cbranch(b.icmp_signed("<", i, n), step, done)
+        b.position_at_end(step)
+        self.vals[arg] = i
+        self.emit_ops(body, 1)
+        found = b.block
+        b.cbranch(hit(self.value(yielded, 1), 1), done, nxt)
+        b.position_at_end(nxt)
+        i.add_incoming(b.add(i, const(I64, 1)), nxt)
+        b.branch(head)
+        b.position_at_end(done)
+        at = b.phi(I64)
+        at.add_incoming(i, found)
+        at.add_incoming(const(I64, 0), head)
+        return at
+
+    def _argreduce_scalar(self, op, body, yielded, kind, ranges) -> ir.Value:
         """Scalar loop: first position of the extreme; a NaN wins (numpy)."""
         b = self.b
         t = yielded.type
