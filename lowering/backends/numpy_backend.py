@@ -354,8 +354,28 @@ BROADCASTING = frozenset({A.UfuncOp, *_UPSTREAM_UFUNCS})
 
 # op class -> rule(op): the op's routine writing its one result into a given
 # array (`run(*inputs, out)`), or None where it cannot (`routines.into`)
+def _pad_into(op: A.PadOp) -> Callable:
+    """A constant pad written into the output: the borders filled with the
+    value, the input copied into the middle (`np.pad` makes a new array,
+    which the output would then copy: twice the memory traffic)."""
+    low, shape = _ints(op.low), op.input.type.get_shape()
+    middle = tuple(slice(lo, lo + n) for lo, n in zip(low, shape))
+    out_shape = op.result.type.get_shape()
+    borders = []  # per dim: the slabs before and after the middle, the dims before it cut to it
+    for d, (lo, n) in enumerate(zip(low, shape)):
+        head = middle[:d]
+        borders += [head + (slice(0, lo),), head + (slice(lo + n, out_shape[d]),)]
+
+    def run(x, v, out):
+        for b in borders:
+            out[b] = v
+        out[middle] = x
+    return run
+
+
 INTO_RULES: dict[type, Callable[[Operation], Callable | None]] = {
     A.RoutineOp: _routine_into,
+    A.PadOp: _pad_into,
     A.UfuncOp: lambda op: _ufunc_into(getattr(np, op.fn.data))(op),
     **{cls: _ufunc_into(uf) for cls, uf in _UPSTREAM_UFUNCS.items()},
 }

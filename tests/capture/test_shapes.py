@@ -256,7 +256,8 @@ def test_traced_repeats_and_shifts_break():
 @SETTINGS
 @given(st.data())
 def test_pad(data):
-    x = data.draw(arrays(dtypes(), array_shapes(min_dims=0, max_dims=3, max_side=3)))
+    x = data.draw(arrays(dtypes(), array_shapes(min_dims=0, max_dims=3, max_side=3),
+                         layout=data.draw(st.sampled_from(["C", "F", "strided", "transposed"]))))
     nd = x.ndim
     width = data.draw(st.one_of(
         st.integers(0, 4), st.tuples(st.integers(0, 4), st.integers(0, 4)),
