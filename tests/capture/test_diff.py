@@ -49,5 +49,5 @@ def test_diff_errors_are_numpys(fn):
 
 def test_diff_is_one_kernel():
     x = np.random.default_rng(0).standard_normal((30, 40))
-    report = lowering.explain(lambda a: np.diff(a, n=2))(x)
+    report = lowering.explain(lowering.compile(lambda a: np.diff(a, n=2), backend="cpu"))(x)
     assert report.graph_break_count == 0 and [len(k) for k in report.kernels] == [1]
