@@ -53,6 +53,9 @@ LOOP_REDUCE_KINDS = REDUCE_KINDS + ("argmax", "argmin")
 # kernel stores into the buffer before writing over them in the argument's
 # own buffer; the runtime copies them back before an eager re-run
 UNDO_ATTR = "lowering.undo"
+# ... with this unit attribute, the buffer holds them transposed (a kernel
+# that walks an F-ordered argument in its memory order)
+UNDO_TRANSPOSED_ATTR = "lowering.undo_transposed"
 AnyMemRef = base(MemRefType)
 
 

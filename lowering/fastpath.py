@@ -385,8 +385,9 @@ class _FastBody:
         body.append(f"            step = {len(self.prog.steps)}")
         if self.fl != "fl =":
             body += ["            if fl:", "                check(fl)"]
-        restore = [line for u, a, k in reversed(undo)
-                   for line in (f"            if step > {k}:", f"                v{a}[...] = v{u}")]
+        restore = [line for u, a, k, t in reversed(undo)
+                   for line in (f"            if step > {k}:",
+                                f"                v{a}[...] = v{u}{'.T' if t else ''}")]
         self.lines[start:] = ["        try:", *body, "        except BaseException:", *restore,
                               "            raise"]
 

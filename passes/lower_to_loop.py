@@ -917,6 +917,19 @@ class Lowering:
         self.own_args = (frozenset(a for v, a in self.writes.items()
                                    if isinstance(v.owner, A.InsertSliceOp) and v.owner.dest is a)
                          if not self.may_rerun else frozenset())
+        # a result written into an F-ordered argument -> its transpose, which
+        # its kernel computes (`MemoryOrderEmitter`: the argument's memory
+        # order); made here, erased with the B.T's when lowering ends
+        self.memory_order: dict[SSAValue, SSAValue] = {}
+        for v, arg in self.writes.items():
+            shape = v.type.get_shape()
+            if (self.layouts[arg.index] == "F" and len(shape) >= 2
+                    and isinstance(v.owner, Operation) and not symbols_of([v.type])):
+                t = A.TransposeOp(v, tuple(reversed(range(len(shape)))),
+                                  TensorType(v.type.element_type, list(reversed(shape))))
+                self.block.insert_op_after(t, v.owner)
+                self.inserted.append(t)
+                self.memory_order[v] = t.result
         for op in self.block.ops:
             if not isinstance(op, func.ReturnOp):
                 self.realized.update(self._realized_by(op))
@@ -1301,15 +1314,17 @@ class Lowering:
             return o
         return None
 
-    def undo_pays(self, v: SSAValue) -> bool:
+    def undo_pays(self, v: SSAValue, arg: BlockArgument) -> bool:
         """Whether a result computed in its argument's buffer is worth it
-        (`in_place_result`): always where no re-run can need the old values;
-        with an undo buffer (one more stream of stores) only where its
-        kernel runs split across threads (it touches `parallel_threshold`
-        elements, three streams of v's size): a smaller program runs from
-        the native entry, whose copy into the argument, in cache, costs
-        less than the Python call that restores undo buffers."""
-        if not self.may_rerun:
+        (`in_place_result`): always where no re-run can need the old values
+        or the argument is not C-contiguous (no native entry writes into
+        it; an F-ordered one is walked in its memory order); with an undo
+        buffer (one more stream of stores) only where its kernel runs split
+        across threads (it touches `parallel_threshold` elements, three
+        streams of v's size): a smaller program runs from the native entry,
+        whose copy into the argument, in cache, costs less than the Python
+        call that restores undo buffers."""
+        if not self.may_rerun or self.layouts[arg.index] != "C":
             return True
         n = 1
         for d in v.type.get_shape():
@@ -1329,7 +1344,8 @@ class Lowering:
         buffer (`loop.UNDO_ATTR`) the runtime copies back before the re-run."""
         arg = self.writes[v]
         buf = self.buffer[v] = self.read(arg)
-        KernelEmitter(self, v, buf).emit()
+        vt = self.memory_order.get(v)
+        (KernelEmitter(self, v, buf) if vt is None else MemoryOrderEmitter(self, v, buf, vt)).emit()
         k = self.out.last_op
         stores = [o for o in k.walk() if isinstance(o, L.StoreOp) and o.buffer is buf]
         st = stores[0] if len(stores) == 1 else None
@@ -1347,12 +1363,17 @@ class Lowering:
         held.append(v)
         if not self.may_rerun:
             return
-        undo = memref.AllocOp([], [], memref_of(v.type))
+        # (in the kernel's order: the transpose of an F-ordered argument's values)
+        undo = memref.AllocOp([], [], memref_of(v.type if vt is None else vt.type))
         undo.attributes[L.UNDO_ATTR] = IntegerAttr(arg.index, i64)
+        at = st.map.data
+        if vt is not None:
+            undo.attributes[L.UNDO_TRANSPOSED_ATTR] = UnitAttr()
+            at = AffineMap.identity(len(st.indices))
         self.out.insert_op_before(undo, k)
         old = L.LoadOp(buf, list(st.indices), st.map.data)
         st.parent_block().insert_ops_before([old, L.StoreOp(old.results[0], undo.memref,
-                                                            list(st.indices), st.map.data)], st)
+                                                            list(st.indices), at)], st)
         nk = k.with_buffers([*k.buffers, undo.memref])
         nk.attributes.update(k.attributes)
         Rewriter.replace_op(k, nk)
@@ -1446,7 +1467,8 @@ class Lowering:
             return
         if v in self.buffer:
             return
-        if v in self.writes and op not in self.not_in_place and self.undo_pays(v) and not (
+        if v in self.writes and op not in self.not_in_place and self.undo_pays(
+                v, self.writes[v]) and not (
                 isinstance(op, A.ReduceOp) and column_reduction(op) or column_arg(op)
                 or isinstance(op, (A.ScatterOp, A.ScanOp)) or op in self.narrowed
                 or isinstance(op, A.DotOp) and narrow_dot(op)):
@@ -2288,6 +2310,20 @@ class CopyEmitter(KernelEmitter):
     def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
         super().__init__(lw, root, buf)
         self.target = root.owner.dest
+
+
+class MemoryOrderEmitter(KernelEmitter):
+    """A result written into an F-ordered argument (`Lowering.memory_order`):
+    the kernel runs over its transpose's points — the argument's memory
+    order, its innermost loop over unit strides — and stores each at the
+    result's own index."""
+
+    def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue, transposed: SSAValue):
+        super().__init__(lw, root, buf)
+        self.target = transposed
+
+    def stored_at(self, idx: Index) -> Index:
+        return tuple(reversed(idx))
 
 
 class InsertEmitter(KernelEmitter):

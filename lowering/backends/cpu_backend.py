@@ -346,10 +346,11 @@ class ProgramPlan:
     # constant's writes: a constant in one of them is made on every call
     # (`hoist_constants`)
     written: frozenset[int] = frozenset()
-    # (undo slot, argument slot): a buffer holding the old values of an
-    # argument a kernel writes in place (`loop.UNDO_ATTR`), copied back into
-    # it before an eager re-run (`CpuProgram._undo`)
-    undo: tuple[tuple[int, int], ...] = ()
+    # (undo slot, argument slot, transposed): a buffer holding the old values
+    # of an argument a kernel writes in place (`loop.UNDO_ATTR`; transposed:
+    # `loop.UNDO_TRANSPOSED_ATTR`), copied back into it before an eager
+    # re-run (`CpuProgram._undo`)
+    undo: tuple[tuple[int, int, bool], ...] = ()
 
 
 def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.KernelOp], dict[str, tuple]]:
@@ -364,7 +365,7 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
     bodies: dict[tuple, int] = {}
     outputs: tuple[int, ...] = ()
     written: set[int] = set()
-    undo: list[tuple[int, int]] = []
+    undo: list[tuple[int, int, bool]] = []
     n_slots = len(args)  # (a cast names a slot that exists: slots has more names than slots)
     for op in f.body.blocks[0].ops:
         if isinstance(op, memref.AllocOp):
@@ -373,7 +374,8 @@ def program_plan(loop_module: ModuleOp) -> tuple[ProgramPlan, dict[str, K.Kernel
             n_slots += 1
             steps.append(AllocStep(slots[op.memref], tuple(t.get_shape()), from_ir(t.element_type)))
             if L.UNDO_ATTR in op.attributes:
-                undo.append((slots[op.memref], op.attributes[L.UNDO_ATTR].value.data))
+                undo.append((slots[op.memref], op.attributes[L.UNDO_ATTR].value.data,
+                             L.UNDO_TRANSPOSED_ATTR in op.attributes))
         elif isinstance(op, memref.CastOp):  # the same buffer, its type's sizes dynamic
             slots[op.dest] = slots[op.source]
         elif isinstance(op, K.KernelOp):
@@ -496,14 +498,14 @@ class CpuProgram:
         self.linger = 0 if any(isinstance(st, ExternStep) or (
             isinstance(st, KernelStep) and st.flops) for st in steps) else pool.LINGER_TURNS
         self.n_slots = plan.n_inputs + sum(isinstance(st, AllocStep) for st in plan.steps)
-        undo_slots = tuple(u for u, _ in plan.undo)  # (alive to the end of a call)
+        undo_slots = tuple(u for u, _, _ in plan.undo)  # (alive to the end of a call)
         with stage("memory-plan"):  # buffers dropped after their last use, then reused
             self.dead_after = memory_plan(steps, plan.n_inputs, self.outputs + undo_slots)
             self.steps = static_buffers(steps, self.outputs, undo_slots)
-        # (undo slot, argument slot, the step that fills it): see `_undo`
+        # (undo slot, argument slot, the step that fills it, transposed): `_undo`
         self.undo = tuple((u, a, next(k for k, st in enumerate(self.steps)
-                                      if isinstance(st, KernelStep) and u in st.bufs))
-                          for u, a in plan.undo)
+                                      if isinstance(st, KernelStep) and u in st.bufs), t)
+                          for u, a, t in plan.undo)
         # outputs in buffers this program allocates (one per output): never an input's memory
         allocated = {st.slot for st in steps if isinstance(st, AllocStep)}
         self.fresh = tuple(s in allocated and self.outputs.count(s) == 1 for s in self.outputs)
@@ -555,9 +557,9 @@ class CpuProgram:
         back from its undo buffer (the last write undone first), so the
         eager re-run sees the caller's arrays as they came."""
         done = vals[-1] if vals and type(vals[-1]) is int else len(self.steps)
-        for u, a, k in reversed(self.undo):
+        for u, a, k, transposed in reversed(self.undo):
             if k < done and vals[u] is not None:
-                vals[a][...] = vals[u]
+                vals[a][...] = vals[u].T if transposed else vals[u]
 
     def _steps(self, inputs, vals: list):
         """The steps; `vals` (the undo path's) gets the slots' values and,
