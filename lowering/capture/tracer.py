@@ -331,18 +331,16 @@ class Tracer:
         inputs = [(b, self.sources[b]) for b in self.bindings
                   if type(b) is int and isinstance(self.sources[b], np.ndarray)]
         for k, st in enumerate(storages):
-            # (this call's arrays overlapping it: the program runs on them once,
-            # as traced, before its guard keeps such calls out)
-            if st.source is not None and any(
-                    b != st.source and np.may_share_memory(x, self.sources[st.source])
-                    for b, x in inputs):
-                continue
             if (st.mutated and st.source is not None and st.arg is not None
                     and st.value is not st.arg and st.arg in self.block.args
                     and type(self.bindings[st.arg.index]) is int
                     and self.bindings[st.arg.index] == st.source
                     and isinstance(self.sources[st.source], np.ndarray)
-                    and st.value not in self.block.args):
+                    and st.value not in self.block.args
+                    # (not where this call's arrays overlap it: the program runs
+                    # on them once, as traced, before its guard keeps such calls out)
+                    and not any(b != st.source and np.may_share_memory(x, self.sources[st.source])
+                                for b, x in inputs)):
                 out[k] = st.arg
         return out
 

@@ -1418,55 +1418,39 @@ class KernelCodegen:
         """The first position of a row whose value `hit(x, width)` holds
         (0 where none does): whole vectors up to the one holding it, then a
         scalar search that stops there."""
-        b = self.b
         start = const(I64, 0)
         if w > 1:
-            pre = b.block
-            vhead = self.fn.append_basic_block("search.vector")
-            vstep = self.fn.append_basic_block("search.vstep")
-            vnext = self.fn.append_basic_block("search.vnext")
-            vdone = self.fn.append_basic_block("search.vdone")
-            b.branch(vhead)
-            b.position_at_end(vhead)
-            j = b.phi(I64)
-            j.add_incoming(const(I64, 0), pre)
-            b.cbranch(b.icmp_signed("<=", b.add(j, const(I64, w)), n), vstep, vdone)
-            b.position_at_end(vstep)
-            self.vals[arg] = j
-            self.lane_arg = arg
-            self.emit_ops(body, w)
-            hits = hit(self.value(yielded, w), w)
-            hit_block = b.block
-            b.cbranch(self.em.any_lane(b, hits), vdone, vnext)
-            b.position_at_end(vnext)
-            j.add_incoming(b.add(j, const(I64, w)), vnext)
-            b.branch(vhead)
-            b.position_at_end(vdone)
-            start = b.phi(I64)
-            start.add_incoming(j, vhead)
-            start.add_incoming(j, hit_block)
+            start = self._search(start, n, w, body, yielded, arg, hit, None)
+        return self._search(start, n, 1, body, yielded, arg, hit, const(I64, 0))
+
+    def _search(self, lo, n, w: int, body, yielded, arg, hit, missing) -> ir.Value:
+        """Steps of w points from lo while whole steps fit in n, stopping at
+        the first whose values `hit` holds in some lane: that step's first
+        position, or `missing` where none does (None: where the steps ended)."""
+        b = self.b
         pre = b.block
-        head = self.fn.append_basic_block("search")
-        step = self.fn.append_basic_block("search.step")
-        nxt = self.fn.append_basic_block("search.next")
-        done = self.fn.append_basic_block("search.done")
+        head, step, nxt, done = (self.fn.append_basic_block(f"search{w}{part}")
+                                 for part in ("", ".step", ".next", ".done"))
         b.branch(head)
         b.position_at_end(head)
         i = b.phi(I64)
-        i.add_incoming(start, pre)
-        b.cbranch(b.icmp_signed("<", i, n), step, done)
+        i.add_incoming(lo, pre)
+        b.cbranch(b.icmp_signed("<=", b.add(i, const(I64, w)), n), step, done)
         b.position_at_end(step)
         self.vals[arg] = i
-        self.emit_ops(body, 1)
+        if w > 1:
+            self.lane_arg = arg
+        self.emit_ops(body, w)
+        hits = hit(self.value(yielded, w), w)
         found = b.block
-        b.cbranch(hit(self.value(yielded, 1), 1), done, nxt)
+        b.cbranch(self.em.any_lane(b, hits) if w > 1 else hits, done, nxt)
         b.position_at_end(nxt)
-        i.add_incoming(b.add(i, const(I64, 1)), nxt)
+        i.add_incoming(b.add(i, const(I64, w)), nxt)
         b.branch(head)
         b.position_at_end(done)
         at = b.phi(I64)
         at.add_incoming(i, found)
-        at.add_incoming(const(I64, 0), head)
+        at.add_incoming(i if missing is None else missing, head)
         return at
 
     def _argreduce_scalar(self, op, body, yielded, kind, ranges) -> ir.Value:
