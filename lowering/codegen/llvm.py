@@ -600,9 +600,45 @@ class KernelCodegen:
             self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
             return
         args = [self.value(o, w) for o in op.operands]
+        if op.operands and all(_folded(o) for o in op.operands):
+            args = [self.opaque(a) for a in args]
         self.vals[op.results[0]] = r = emit(LLVMOps(self, w), op, args)
         if X86:
             self.op_flags(op, args, r)
+
+    def opaque(self, v: ir.Value) -> ir.Value:
+        """A float operand of an op all of whose operands LLVM knows
+        (`_folded`: `1.0 / np.zeros(3)`, `np.exp(np.full(4, 1e3))`, `1.0 /
+        x.sum(axis=0)` of an empty axis), passed through an
+        empty `asm`: LLVM would fold the op at compile time, and the IEEE
+        flags numpy raises on every call (its warning, its error under
+        `np.errstate`) would never be raised."""
+        b, ty = self.b, v.type
+        el = ty.element if isinstance(ty, ir.VectorType) else ty
+        if not X86 or not isinstance(el, (ir.FloatType, ir.DoubleType, ir.HalfType)):
+            return v
+
+        def hidden(x: ir.Value) -> ir.Value:
+            # (readnone: LLVM computes it once, before the loop that needs it)
+            return b.call(ir.InlineAsm(ir.FunctionType(x.type, [x.type]), "", "=x,0"), [x],
+                          attrs=("nounwind", "readnone"))
+
+        if not isinstance(ty, ir.VectorType):
+            return hidden(v)
+        # in 128-bit pieces, which every x86-64 register file holds (`keep_flags`)
+        lanes = max(1, 128 // (item_bytes(el) * 8))
+        out = ir.Constant(ty, ir.Undefined)
+        for at in range(ty.count):
+            if at % lanes:
+                continue
+            idx = list(range(at, min(at + lanes, ty.count)))
+            piece = hidden(b.shuffle_vector(v, ir.Constant(ty, ir.Undefined),
+                                            ir.Constant(ir.VectorType(I32, len(idx)), idx))
+                           if len(idx) > 1 else b.extract_element(v, const(I32, at)))
+            for j, lane in enumerate(idx):
+                x = b.extract_element(piece, const(I32, j)) if len(idx) > 1 else piece
+                out = b.insert_element(out, x, const(I32, lane))
+        return out
 
     # ---- IEEE exception flags the hardware does not raise as numpy does -----
     def op_flags(self, op: Operation, args: list[ir.Value], r: ir.Value) -> None:
@@ -1768,3 +1804,9 @@ def horizontal(cg, kind, t, v, w):
     return b.extract_element(v, const(I32, 0)) if isinstance(v.type, ir.VectorType) else v
 
 
+def _folded(v: SSAValue) -> bool:
+    """v is a value LLVM knows at compile time: a constant, or a reduction
+    over a domain of no points (its identity: the loop runs no step)."""
+    op = v.owner
+    return isinstance(op, L.ConstOp) or (isinstance(op, L.ReduceOp)
+                                         and 0 in tuple(op.ranges.get_values()))
