@@ -5,6 +5,7 @@ parallel domain is split across a persistent thread pool."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import threading
 from collections.abc import Iterator
@@ -111,6 +112,15 @@ def vector_width(bits: int) -> Iterator[None]:
         yield
     finally:
         _width.bits = old
+
+
+@functools.cache
+def asm_vector_bits() -> int:
+    """The widest vector an inline asm's "x" operand takes on this host:
+    a ymm register (256 bits) where it has AVX, else an xmm one."""
+    target_machine()
+    f = llvm.get_host_cpu_features()
+    return 256 if f.get("avx") else 128
 
 
 def vector_bits() -> int:

@@ -55,6 +55,7 @@ from dialects import array as A
 from dialects import kernel as K
 from dialects import loop as L
 from dialects import ufuncs as U
+from runtime import cpu
 from runtime.errors import MXCSR_IE, MXCSR_OE, MXCSR_UE, MXCSR_ZE
 
 from . import numpy_fpe
@@ -293,6 +294,36 @@ class KernelCodegen:
             else:
                 self.b.fence("seq_cst")
         self.b.ret(self.b.load(self.raised))
+        self.hide_select_constants(entry)
+
+    def hide_select_constants(self, entry: ir.Block) -> None:
+        """Each float constant a select chooses (`np.where(x > 0, 0.0, x)`,
+        `np.maximum(x, 0.0)`'s select, the select of a math function's
+        special value) replaced by the same value passed through an empty
+        asm, made once in the entry block (`opaque`): LLVM folds an op of a
+        select with a constant arm into a select of the op's values (`1.0 /
+        np.maximum(x, 0.0)`: select(x > 0, 1 / x, inf)), computing the
+        constant arm at compile time, and the IEEE flag numpy raises for it
+        (divide by zero there) would never be raised."""
+        hidden: dict[str, ir.Value] = {}
+        saved = self.b
+        self.b = ir.IRBuilder(entry)
+        self.b.position_at_start(entry)  # (before any select the entry block holds)
+        for block in self.fn.blocks:
+            for ins in list(block.instructions):
+                if not isinstance(ins, ir.instructions.SelectInstr):
+                    continue
+                for arm in ins.operands[1:]:
+                    found = _constant_of(arm)
+                    if found is None:
+                        continue
+                    c, lanes = found
+                    key = f"{c.type} {c} {lanes}"
+                    if key not in hidden:  # (one asm per value, splat to the lanes)
+                        x = self.opaque(c)
+                        hidden[key] = self.splat(x, lanes) if lanes else x
+                    ins.replace_usage(arm, hidden[key])
+        self.b = saved
 
     def carry_previous_point(self, ops, start, stop, at_point) -> None:
         """A load marked `previous_point` (a scan along the last axis) reads
@@ -483,7 +514,7 @@ class KernelCodegen:
                   r.body.block.last_op.values[0]) for r in group]
         totals, _ = self._reduce_passes(specs, self.width_for(self.extents(op)[-1]))
         for r, t in zip(group, totals):
-            self.vals[r.result] = t
+            self.vals[r.result] = self.opaque(t) if _folded(r.result) else t
         done.update(group)
 
     def emit_row_versions(self, span, reds, first: dict, done: set) -> None:
@@ -576,7 +607,10 @@ class KernelCodegen:
 
     def emit_op(self, op: Operation, w: int) -> None:
         if isinstance(op, L.ReduceOp):
-            self.vals[op.result] = self.emit_reduce(op)
+            r = self.emit_reduce(op)
+            # (a reduction over no points: its identity, hidden from LLVM as
+            # a constant operand is: `opaque`)
+            self.vals[op.result] = self.opaque(r) if _folded(op.result) else r
             return
         if isinstance(op, L.MapOp):
             self.emit_map(op)
@@ -600,7 +634,7 @@ class KernelCodegen:
             self.vals[op.results[0]] = self.row_access(row, self.vals[index], w)
             return
         args = [self.value(o, w) for o in op.operands]
-        if op.operands and all(_folded(o) for o in op.operands):
+        if op.operands and all(_folded(o) for o in op.operands) and _may_raise(op):
             args = [self.opaque(a) for a in args]
         self.vals[op.results[0]] = r = emit(LLVMOps(self, w), op, args)
         if X86:
@@ -662,7 +696,8 @@ class KernelCodegen:
         """`loop.flags`: v is computed for the flags it raises and nothing
         reads it. An empty `asm` that takes it in registers (and touches no
         memory) keeps LLVM from dropping the computation as dead; a vector
-        goes in 128-bit pieces, which every x86-64 register file holds. The
+        goes in pieces of the widest register such an asm takes (a ymm
+        where the host has AVX, else 128 bits: `asm_vector_bits`). The
         flags of the ops LLVM computes in software (`op_flags`) are the
         body's own already; elsewhere than on x86 those are all there is."""
         if not X86 or v.type == I1 or (isinstance(v.type, ir.VectorType)
@@ -672,7 +707,7 @@ class KernelCodegen:
         if not isinstance(ty, ir.VectorType):
             pieces, cons = [v], "r" if isinstance(ty, ir.IntType) else "x"
         else:
-            lanes = max(1, 128 // (item_bytes(ty.element) * 8))
+            lanes = max(1, cpu.asm_vector_bits() // (item_bytes(ty.element) * 8))
             pieces, cons = [], "x"
             for at in range(0, ty.count, lanes):
                 idx = list(range(at, min(at + lanes, ty.count)))
@@ -1804,9 +1839,49 @@ def horizontal(cg, kind, t, v, w):
     return b.extract_element(v, const(I32, 0)) if isinstance(v.type, ir.VectorType) else v
 
 
+def _may_raise(op: Operation) -> bool:
+    """Whether `op` can raise an IEEE flag numpy reports: a ufunc's by the
+    op table's `fpe` column; selects, compares and the sign ops none; any
+    other op of float values (a cast) may."""
+    u = U.of_op(op)
+    if u is not None:
+        return bool(u.fpe(not any(is_float(o.type) for o in op.operands)))
+    if isinstance(op, (arith.SelectOp, arith.CmpfOp, arith.CmpiOp, arith.NegfOp)):
+        return False
+    return any(is_float(v.type) for v in (*op.operands, *op.results))
+
+
 def _folded(v: SSAValue) -> bool:
     """v is a value LLVM knows at compile time: a constant, or a reduction
     over a domain of no points (its identity: the loop runs no step)."""
     op = v.owner
     return isinstance(op, L.ConstOp) or (isinstance(op, L.ReduceOp)
                                          and 0 in tuple(op.ranges.get_values()))
+
+
+def _constant_of(v: ir.Value) -> tuple[ir.Constant, int] | None:
+    """v as (the float constant every lane of it holds, its lanes; 0: a
+    scalar), else None (not a constant, or lanes of different values)."""
+    t = v.type
+    lanes = t.count if isinstance(t, ir.VectorType) else 0
+    el = t.element if lanes else t
+    if not isinstance(el, (ir.FloatType, ir.DoubleType, ir.HalfType)):
+        return None
+    if isinstance(v, ir.Constant):
+        if not lanes:
+            return v, 0
+        vals = v.constant if isinstance(v.constant, list) else None
+        if not vals:
+            return None
+        first = [c.constant if isinstance(c, ir.Constant) else c for c in vals]
+        if any(not isinstance(c, float) or repr(c) != repr(first[0]) for c in first):
+            return None
+        return ir.Constant(el, first[0]), lanes
+    if (lanes and isinstance(v, ir.instructions.ShuffleVector)
+            and isinstance(v.operands[0], ir.instructions.InsertElement)):
+        ins = v.operands[0]
+        x, at = ins.operands[1], ins.operands[2]
+        if (isinstance(x, ir.Constant) and isinstance(at, ir.Constant) and at.constant == 0
+                and all(m == 0 for m in v.operands[2].constant)):
+            return x, lanes
+    return None

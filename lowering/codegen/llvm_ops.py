@@ -572,13 +572,43 @@ class LLVMOps(ScalarOps[ir.Value]):
 
     def select(self, cond, a, y):
         fence = self.cg.em.intrinsic
-        return self.b.select(cond, _computed(self.b, fence, a), _computed(self.b, fence, y))
+        arms = []
+        for v in (a, y):
+            kept = _computed(self.b, fence, v)
+            if kept is not v and _uniform(cond):
+                # and computed where the select keeps the other value: used
+                # by an empty asm LLVM cannot drop (`keep_flags`), where one
+                # condition holds for every lane (a scalar's, a splat's): a
+                # condition LLVM resolves (a loop-invariant one it unswitches
+                # on, a constant) drops the value, and x86's code preparation
+                # turns a scalar select of a division into a branch around it
+                # — `np.where(x > 0, 1.0 / x, 0.0)` with the zero in a
+                # kernel's scalar tail raised nothing where numpy warns
+                self.cg.keep_flags(v)
+            arms.append(kept)
+        return self.b.select(cond, *arms)
 
     def index_cast(self, op, args):
         return self.cg.index_as_data(op.input, self.w)
 
     def affine_apply(self, op, args):
         return self.cg.index_as_data(op.result, self.w)
+
+
+def _uniform(v: ir.Value, depth: int = 8) -> bool:
+    """v holds one value for every lane: a scalar, a constant, a splat, or
+    an op of such values (as far as `depth` looks; deeper: assumed so)."""
+    if not isinstance(v.type, ir.VectorType) or isinstance(v, ir.Constant) or depth == 0:
+        return True
+    if isinstance(v, ir.instructions.ShuffleVector):
+        mask = v.operands[2].constant
+        return all(m == mask[0] for m in mask) or all(
+            _uniform(o, depth - 1) for o in v.operands[:2] if isinstance(o.type, ir.VectorType))
+    if isinstance(v, ir.instructions.InsertElement):
+        return False
+    if isinstance(v, ir.Instruction):
+        return all(_uniform(o, depth - 1) for o in v.operands)
+    return False
 
 
 def _infinite(v: ir.Value) -> bool:

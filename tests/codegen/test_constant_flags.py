@@ -2,8 +2,10 @@
 np.zeros(3)`, the sum over an empty axis divided into): numpy computes them
 on every call and warns, or raises under `np.errstate`; the compiled
 program must too, on the call that compiles and on every cached call. LLVM
-folds an op of constants at compile time, raising nothing when the kernel
-runs, unless its operands are hidden from it (`opaque`, lowering/codegen/llvm.py)."""
+folds an op of constants at compile time, and an op of a select with a
+constant arm into a select of the op's results (`1.0 / np.maximum(x, 0.0)`),
+raising nothing when the kernel runs, unless the constants are hidden from
+it (`opaque`, `hide_select_constants`: lowering/codegen/llvm.py)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,14 @@ CASES = {
     "empty_sum_divided": lambda a: 1.0 / a[:0].sum(axis=0),
     "empty_sum_then_log": lambda a: np.log(a[:0].sum(axis=0) * 2.0),
     "empty_prod_overflow": lambda a: a[:0].prod(axis=0) * 1e308 * 10.0,
+    "empty_sum_power": lambda a: a[:0].sum(axis=0) ** -0.5,  # (1 / sqrt, zero selected)
+    # a select with a constant arm: LLVM computes the op on the arm at compile time
+    "where_constants": lambda a: 1.0 / np.where(a > 5, 0.0, 1.0),
+    "where_one_constant": lambda a: 1.0 / np.where(a > 5, 0.0, a + 1),
+    "where_overflow": lambda a: np.where(a > 5, 1e300, a) * 1e10,
+    "maximum_divided_into": lambda a: 1.0 / np.maximum(a - 5, 0.0),
+    "clip_log": lambda a: np.log(np.clip(a - 5, 0.0, 3.0)),
+    "maximum_cast": lambda a: np.maximum(a, 1e300 * (a > 5)).astype(np.float32),
 }
 
 
@@ -52,3 +62,31 @@ def test_flags_of_folded_operands_are_numpys(name, mode):
     cf = lowering.compile(fn, backend="cpu")
     for _ in range(3):  # the compiling call and cached calls
         assert outcome(cf, x, all=mode) == want
+
+
+# np.where computes both of its operands whole: their flags are numpy's even
+# where the condition keeps the other one. A scalar select of a division
+# becomes a branch around it (x86's code preparation), and a condition one
+# for every lane (a scalar's) lets LLVM drop the value it never keeps.
+WHERE = {
+    "safe_division": lambda a: np.where(a > 0, 1.0 / a, 0.0),
+    "safe_division_swapped": lambda a: np.where(a == 0, 0.0, 1.0 / a),
+    "sqrt_of_negative": lambda a: np.where(a > 0, np.sqrt(a - 0.5), a),
+    "overflowing_product": lambda a: np.where(a == 0, a, (1 - a) * 1e308 * 10.0 + a),
+    "power": lambda a: np.where(a > 0, a ** -0.5, 0.0),
+    "scalar_condition": lambda a: np.where(a.sum() > 0, a, 1.0 / a),
+}
+
+
+@pytest.mark.parametrize("n,at", [(1, 0), (3, 2), (37, 36), (37, 0), (1000, 999)])
+@pytest.mark.parametrize("name", list(WHERE))
+def test_where_computes_the_value_it_does_not_keep(name, n, at):
+    fn = WHERE[name]
+    x = np.ones(n)
+    x[at] = 0.0
+    for mode in ("warn", "raise"):
+        want = outcome(fn, x, all=mode)
+        assert want[0][0] == "raised" or want[1], "the case must raise a flag in numpy"
+        cf = lowering.compile(fn, backend="cpu")
+        for _ in range(2):
+            assert outcome(cf, x, all=mode) == want
