@@ -383,7 +383,7 @@ def test_routine_ops_verify_roundtrip_and_survive_every_tensor_pass():
     def fn(a, v, x):
         s = np.sort(x, axis=0)
         u, sv, vh = np.linalg.svd(a)
-        return (np.searchsorted(s[:, 0], v), np.linalg.norm(a, ord=np.inf), u @ vh + sv,
+        return (np.searchsorted(s[:, 0], v), np.linalg.norm(a, ord=-2), u @ vh + sv,
                 np.linalg.slogdet(a).logabsdet, np.fft.irfft(x, axis=0))
 
     a = well_conditioned(3)
@@ -395,13 +395,13 @@ def test_routine_ops_verify_roundtrip_and_survive_every_tensor_pass():
                                     "np.linalg.norm", "np.linalg.slogdet", "np.fft.irfft"}
     check_segment(seg.module, [a, v, x])
     text = str(seg.module)
-    assert 'array.routine "np.linalg.norm"' in text and "ord = 0x7ff0000000000000 : f64" in text
+    assert 'array.routine "np.linalg.norm"' in text and "ord = -2 : i64" in text
     check(fn, a, v, x, calls=2)
 
 
 def test_explain_names_the_numpy_routine():
     x = np.arange(6.0).reshape(2, 3)
-    rep = lowering.explain(lowering.compile(lambda a: np.linalg.norm(a, axis=1) + 1))(x)
+    rep = lowering.explain(lowering.compile(lambda a: np.linalg.norm(a, "nuc") + 1))(x)
     assert rep.graph_break_count == 0
     assert "np.linalg.norm" in str(rep)
 

@@ -205,7 +205,102 @@ def _linalg(name: str, n_arrays: int, *keys: str):
     return impl
 
 
-rule(np.linalg.norm)(_linalg("norm", 1, "ord", "axis", "keepdims"))
+_norm_routine = _linalg("norm", 1, "ord", "axis", "keepdims")
+
+# the norms numpy computes as ufuncs and reductions (its own steps: _norm_steps)
+_VECTOR_ORDS = (None, 2, 1, 0, np.inf, -np.inf)
+_MATRIX_ORDS = (None, "fro", "f", 1, -1, np.inf, -np.inf)
+
+
+@rule(np.linalg.norm)
+def norm(tr, x, ord=None, axis=None, keepdims=False):
+    """numpy's own steps where they are ufuncs and reductions (the 2-norm
+    as the sum of squares, the 1-, max- and p-norms, the Frobenius and
+    induced 1/inf matrix norms, `_norm_steps`): one fused kernel instead of
+    a call out. The routine (LAPACK's SVD norms; complex, float16 and long
+    double inputs; whatever numpy rejects, which the routine's oracle
+    raises as numpy does) and any norm differentiated (its derivative rule
+    is the routine's: 0 at 0) stay `np.linalg.norm`."""
+    if axis is not None and not isinstance(axis, (tuple, TracedArray, np.ndarray)):
+        try:  # (numpy's own conversion: a list is its TypeError)
+            axis = int(axis)
+        except Exception as e:
+            raise TypeError("'axis' must be None, an integer or a tuple of integers") from e
+    a = strong(tr, x)
+    o = _static("np.linalg.norm", "ord", ord)
+    ax = _static("np.linalg.norm", "axis", axis)
+    if (tr.grad_regions or a.dtype.kind not in "biuf"
+            or a.dtype in (np.dtype(np.float16), np.dtype(np.longdouble))
+            or isinstance(keepdims, (TracedArray, np.ndarray))):
+        return _norm_routine(tr, x, ord, axis, keepdims)
+    steps = _norm_steps(a.ndim, o, ax)
+    if steps is None:
+        return _norm_routine(tr, x, ord, axis, keepdims)
+    if a.dtype.kind != "f":
+        a = a.astype(np.float64)
+    return steps(a, bool(keepdims))
+
+
+def _norm_steps(nd: int, ord, axis):
+    """numpy.linalg.norm's computation for these static arguments, as a
+    function of (x, keepdims) over traced values, or None where numpy takes
+    another path (an SVD) or raises."""
+    if axis is None and (ord is None or (ord in ("f", "fro") and nd == 2)
+                         or (ord == 2 and nd == 1)):
+        def whole(x, keepdims):  # numpy: sqrt(x.ravel("K").dot(x)), a sum of squares
+            r = np.sqrt(np.add.reduce(x * x, axis=None))
+            return np.reshape(r, (1,) * nd) if keepdims and nd else r
+        return whole
+    if axis is None:
+        axis = tuple(range(nd))
+    elif isinstance(axis, int) and not isinstance(axis, bool):
+        axis = (axis,)
+    if not (isinstance(axis, tuple) and all(type(a) is int for a in axis)
+            and all(-nd <= a < nd for a in axis)):
+        return None
+    if isinstance(ord, str) and len(axis) == 1:
+        return None
+    if len(axis) == 1:
+        if ord == np.inf:
+            return lambda x, k: np.abs(x).max(axis=axis, keepdims=k, initial=0)
+        if ord == -np.inf:
+            return lambda x, k: np.abs(x).min(axis=axis, keepdims=k)
+        if ord == 0:
+            return lambda x, k: (x != 0).astype(x.dtype).sum(axis=axis, keepdims=k)
+        if ord == 1:
+            return lambda x, k: np.add.reduce(np.abs(x), axis=axis, keepdims=k)
+        if ord is None or ord == 2:
+            return lambda x, k: np.sqrt(np.add.reduce(x * x, axis=axis, keepdims=k))
+        if not isinstance(ord, (int, float)):
+            return None
+
+        def p_norm(x, keepdims):
+            r = np.add.reduce(np.abs(x) ** ord, axis=axis, keepdims=keepdims)
+            return r ** np.reciprocal(ord, dtype=r.dtype)
+        return p_norm
+    if len(axis) != 2 or ord not in _MATRIX_ORDS:
+        return None
+    row, col = (a % nd for a in axis)
+    if row == col:
+        return None
+
+    def matrix(x, keepdims):
+        if ord in (None, "fro", "f"):
+            r = np.sqrt(np.add.reduce(x * x, axis=(row, col)))
+        elif ord in (1, -1):  # the largest / smallest column sum
+            s = np.add.reduce(np.abs(x), axis=row)
+            c = col - 1 if col > row else col
+            r = s.max(axis=c, initial=0) if ord == 1 else s.min(axis=c)
+        else:  # the largest / smallest row sum
+            s = np.add.reduce(np.abs(x), axis=col)
+            w = row - 1 if row > col else row
+            r = s.max(axis=w, initial=0) if ord == np.inf else s.min(axis=w)
+        if keepdims:
+            shape = list(x.shape)
+            shape[row] = shape[col] = 1
+            r = np.reshape(r, shape)
+        return r
+    return matrix
 rule(np.linalg.solve)(_linalg("solve", 2))
 rule(np.linalg.inv)(_linalg("inv", 1))
 rule(np.linalg.det)(_linalg("det", 1))
