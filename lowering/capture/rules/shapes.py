@@ -314,6 +314,12 @@ def concatenate(tr, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"
         if not np.can_cast(x.dtype, dt, casting=casting):
             raise TypeError(f"Cannot cast array data from {x.dtype!r} to {dt!r} according to "
                             f"the rule {casting!r}")
+    if out is None and _in_reverse_order(xs):
+        # joined in their memory's order (contiguous reads and writes), the
+        # result its transpose: F-ordered, as numpy's is for such arrays
+        nd = xs[0].ndim
+        return np.transpose(concatenate(tr, [np.transpose(x) for x in xs], nd - 1 - ax,
+                                        dtype=dt, casting="unsafe"))
     p = tr.prims
     res = tr.wrap(p.concat([p.cast(x._v(), dt) for x in xs], ax))
     if out is None:
@@ -321,6 +327,20 @@ def concatenate(tr, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"
     if out.shape != res.shape:
         raise ValueError("Output array is the wrong shape")
     return store_out(tr, out, res, "unsafe", "concatenate")
+
+
+def _in_reverse_order(xs: list[TracedArray]) -> bool:
+    """Arrays of static sizes, each laid out in the reverse order of its
+    axes where it has two of more than one element (`ufuncs._transposed`:
+    the caller's F-ordered arrays, transposes of C-ordered ones), one such
+    at least: an op over them walks memory contiguously in their
+    transpose's order (numpy's result is then F-ordered too)."""
+    from .ufuncs import _transposed
+
+    if not xs or xs[0].ndim < 2 or any(type(d) is not int for x in xs for d in x.shape):
+        return False
+    full = [x for x in xs if sum(d > 1 for d in x.shape) >= 2]
+    return bool(full) and all(_transposed(x) for x in full)
 
 
 @rule(np.stack)
@@ -331,6 +351,13 @@ def stack(tr, arrays, axis=0, out=None, *, dtype=None, casting="same_kind"):
     if len({x.shape for x in xs}) != 1:
         raise ValueError("all input arrays must have the same shape")
     ax = normalize_axis(axis, xs[0].ndim + 1)
+    if ax == 0 and out is None and _in_reverse_order(xs):
+        # each array one block of the result, in its memory's order (numpy's
+        # layout: the blocks outermost, each F-ordered); at other axes the
+        # join below reverses all the axes (`concatenate`)
+        nd = xs[0].ndim
+        return np.transpose(stack(tr, [np.transpose(x) for x in xs], 0, dtype=dtype,
+                                  casting=casting), (0, *range(nd, 0, -1)))
     return concatenate(tr, [np.expand_dims(x, ax) for x in xs], axis=ax, out=out, dtype=dtype,
                        casting=casting)
 
@@ -501,6 +528,9 @@ def roll(tr, a, shift, axis=None):
     b = np.broadcast(static_array(tr, shift, "shift"), np.asarray(axes))
     if b.ndim > 1:
         raise ValueError("'shift' and 'axis' should be scalars or 1D sequences")
+    if _in_reverse_order([x]):  # (in its memory's order: `_in_reverse_order`)
+        flipped = tuple(x.ndim - 1 - a for a in axes)
+        return np.transpose(roll(tr, np.transpose(x), shift, flipped))
     shifts = dict.fromkeys(range(x.ndim), 0)
     for s, ax in b:
         shifts[int(ax)] += int(s)
@@ -637,6 +667,18 @@ def _as_pairs(x, ndim: int, as_index: bool = False):
     return np.broadcast_to(x, (ndim, 2)).tolist()
 
 
+def _one_value(tr, mode: str, kwargs: dict) -> bool:
+    """A pad whose result does not depend on the order its axes are padded
+    in: any mode but "constant" with different values per axis or side
+    (numpy pads axis by axis, the later axes owning the corners)."""
+    if mode != "constant" or "constant_values" not in kwargs:
+        return True
+    values = kwargs["constant_values"]
+    if isinstance(values, TracedArray):
+        return False
+    return len({repr(v) for v in np.asarray(static_array(tr, values, "constant_values")).ravel()}) == 1
+
+
 @rule(np.pad)
 def pad(tr, array, pad_width, mode="constant", **kwargs):
     x = asarray(tr, array)
@@ -657,6 +699,10 @@ def pad(tr, array, pad_width, mode="constant", **kwargs):
     if bad:
         raise ValueError(f"unsupported keyword arguments for mode '{mode}': {bad}")
     p = tr.prims
+    if x.size and _in_reverse_order([x]) and _one_value(tr, mode, kwargs):
+        # padded in its memory's order (`_in_reverse_order`): the widths
+        # reversed, the result transposed back
+        return np.transpose(pad(tr, np.transpose(x), widths[::-1], mode, **kwargs))
     if mode in ("constant", "empty"):
         return tr.wrap(_pad_constant(tr, x, widths, kwargs.get("constant_values", 0)))
     if mode not in ("edge", "wrap", "reflect", "symmetric") or (
