@@ -107,6 +107,16 @@ def test_sum_of_squares_is_one_kernel_not_a_call():
     assert [len(k) for k in report.kernels] == [1]
 
 
+def test_a_big_arrays_2_norm_is_numpys_blas_dot():
+    from lowering.capture.rules.tier2 import NORM_BLAS_SIZE
+
+    x = np.random.default_rng(2).standard_normal(NORM_BLAS_SIZE)
+    assert routines(lambda a: np.linalg.norm(a), x) == ["np.linalg.norm"]
+    assert routines(lambda a: np.linalg.norm(a), x[:-1]) == []
+    assert routines(lambda a: np.linalg.norm(a, 1), x) == []  # (a sum: ours)
+    check(lambda a: np.linalg.norm(a), x, None)
+
+
 def test_svd_norms_complex_and_half_stay_numpys_routine():
     x = np.random.default_rng(1).standard_normal((5, 4))
     assert routines(lambda a: np.linalg.norm(a, 2), x) == ["np.linalg.norm"]
