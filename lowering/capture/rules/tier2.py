@@ -241,7 +241,7 @@ def norm(tr, x, ord=None, axis=None, keepdims=False):
             or isinstance(keepdims, (TracedArray, np.ndarray))):
         return _norm_routine(tr, x, ord, axis, keepdims)
     steps = _norm_steps(a.ndim, o, ax)
-    if steps is None or (steps.__name__ == "whole" and a.dtype.kind == "f"
+    if steps is None or (_whole_2_norm(a.ndim, o, ax) and a.dtype.kind == "f"
                          and type(a.size) is int and a.size >= NORM_BLAS_SIZE):
         return _norm_routine(tr, x, ord, axis, keepdims)
     if a.dtype.kind != "f":
@@ -249,12 +249,18 @@ def norm(tr, x, ord=None, axis=None, keepdims=False):
     return steps(a, bool(keepdims))
 
 
+def _whole_2_norm(nd: int, ord, axis) -> bool:
+    """numpy's fast path: the 2-norm (Frobenius) of the whole array, its
+    dot product with itself."""
+    return axis is None and (ord is None or (ord in ("f", "fro") and nd == 2)
+                             or (ord == 2 and nd == 1))
+
+
 def _norm_steps(nd: int, ord, axis):
     """numpy.linalg.norm's computation for these static arguments, as a
     function of (x, keepdims) over traced values, or None where numpy takes
     another path (an SVD) or raises."""
-    if axis is None and (ord is None or (ord in ("f", "fro") and nd == 2)
-                         or (ord == 2 and nd == 1)):
+    if _whole_2_norm(nd, ord, axis):
         def whole(x, keepdims):  # numpy: sqrt(x.ravel("K").dot(x)), a sum of squares
             r = np.sqrt(np.add.reduce(x * x, axis=None))
             return np.reshape(r, (1,) * nd) if keepdims and nd else r
