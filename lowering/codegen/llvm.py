@@ -659,19 +659,30 @@ class KernelCodegen:
 
         if not isinstance(ty, ir.VectorType):
             return hidden(v)
-        # in 128-bit pieces, which every x86-64 register file holds (`keep_flags`)
-        lanes = max(1, 128 // (item_bytes(el) * 8))
         out = ir.Constant(ty, ir.Undefined)
-        for at in range(ty.count):
-            if at % lanes:
-                continue
-            idx = list(range(at, min(at + lanes, ty.count)))
-            piece = hidden(b.shuffle_vector(v, ir.Constant(ty, ir.Undefined),
-                                            ir.Constant(ir.VectorType(I32, len(idx)), idx))
-                           if len(idx) > 1 else b.extract_element(v, const(I32, at)))
+        for piece, idx in self.asm_pieces(v):
+            piece = hidden(piece)
             for j, lane in enumerate(idx):
                 x = b.extract_element(piece, const(I32, j)) if len(idx) > 1 else piece
                 out = b.insert_element(out, x, const(I32, lane))
+        return out
+
+    def asm_pieces(self, v: ir.Value) -> list[tuple[ir.Value, list[int]]]:
+        """A vector as the pieces an inline asm operand takes (each as wide
+        as the widest register such an asm takes: `asm_vector_bits`), with
+        the lanes each holds; a piece of one lane is that element."""
+        b, ty = self.b, v.type
+        lanes = max(1, cpu.asm_vector_bits() // (item_bytes(ty.element) * 8))
+        out = []
+        for at in range(0, ty.count, lanes):
+            idx = list(range(at, min(at + lanes, ty.count)))
+            if len(idx) == 1:
+                out.append((b.extract_element(v, const(I32, at)), idx))
+            elif len(idx) == ty.count:
+                out.append((v, idx))
+            else:
+                out.append((b.shuffle_vector(v, ir.Constant(ty, ir.Undefined),
+                                             ir.Constant(ir.VectorType(I32, len(idx)), idx)), idx))
         return out
 
     # ---- IEEE exception flags the hardware does not raise as numpy does -----
@@ -707,17 +718,7 @@ class KernelCodegen:
         if not isinstance(ty, ir.VectorType):
             pieces, cons = [v], "r" if isinstance(ty, ir.IntType) else "x"
         else:
-            lanes = max(1, cpu.asm_vector_bits() // (item_bytes(ty.element) * 8))
-            pieces, cons = [], "x"
-            for at in range(0, ty.count, lanes):
-                idx = list(range(at, min(at + lanes, ty.count)))
-                if len(idx) == 1:
-                    el = b.extract_element(v, const(I32, idx[0]))
-                    pieces.append(el)
-                    cons = "r" if isinstance(el.type, ir.IntType) else "x"
-                    continue
-                pieces.append(v if len(idx) == ty.count else b.shuffle_vector(
-                    v, ir.Constant(ty, ir.Undefined), ir.Constant(ir.VectorType(I32, len(idx)), idx)))
+            pieces, cons = [p for p, _ in self.asm_pieces(v)], "x"
         for piece in pieces:
             c = "r" if isinstance(piece.type, ir.IntType) else cons
             asm = ir.InlineAsm(ir.FunctionType(VOID, [piece.type]), "", c, side_effect=True)
