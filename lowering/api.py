@@ -710,6 +710,7 @@ class CompiledFunction:
         sources0 = list(leaves) + gvals
         convert = [_converter(sources0[b]) if type(b) is int else b for b in bindings]
         draws = [b for b in bindings if isinstance(b, Draw)]
+        written = frozenset(idx for _, idx in out_plan.writebacks)
 
         def run(leaves, gvals, tree):
             sources = leaves + gvals if gvals else leaves
@@ -727,8 +728,9 @@ class CompiledFunction:
                           for b, conv in zip(bindings, convert)]
                 results = prog(inputs)
             own = [None if i is None else inputs[i] for i in owners]
-            return _finish(out_plan, fresh_results(results, inputs, own, prog.fresh),
-                           sources, plan, gvals)
+            dests = [sources[s] for s, _ in out_plan.writebacks] if written else ()
+            return _finish(out_plan, fresh_results(results, inputs, own, prog.fresh, written,
+                                                   dests), sources, plan, gvals)
 
         entry = Entry(guards, trace, run, fetch)
         if self.backend == "gpu":

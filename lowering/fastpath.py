@@ -348,6 +348,8 @@ class _FastBody:
             slot = self.prog.outputs[idx]
             if slot in alloc_slots:
                 copies.append(f"    L[{src}][...] = v{slot}")
+            elif (other := _other_argument(plan.writebacks, bindings, slot, src)) is not None:
+                copies.append(f"    L[{src}][...] = L[{other}]")  # (`a[...] = b`: numpy's copy)
             elif not (slot < len(bindings) and bindings[slot] == src):
                 return False  # (the argument's own buffer: written in place, nothing to copy)
         self.run_steps()
@@ -590,16 +592,34 @@ def _native_writebacks(guards, bindings, prog, writebacks):
     copied = []
     for src, k in writebacks:
         slot = prog.outputs[k]
-        if slot not in allocs:
-            if not (slot < len(bindings) and bindings[slot] == src):
+        size, c = nbytes(src), arrays.get(src)
+        if slot in allocs:
+            shape, dtype = tuple(allocs[slot].shape), np.dtype(allocs[slot].dtype)
+        elif (other := _other_argument(writebacks, bindings, slot, src)) is not None:
+            # (`a[...] = b`: b's memory copied into a's, both C-contiguous)
+            o = arrays.get(other)
+            if o is None or nbytes(other) is None:
                 return None
+            shape, dtype = tuple(o.shape), o.dtype
+        elif slot < len(bindings) and bindings[slot] == src:
             continue  # (the argument's own buffer, written in place)
-        size, st, c = nbytes(src), allocs[slot], arrays.get(src)
-        if (size is None or tuple(st.shape) != tuple(c.shape) or not c.writeable
-                or np.dtype(st.dtype) != c.dtype):
+        else:
+            return None
+        if size is None or shape != tuple(c.shape) or not c.writeable or dtype != c.dtype:
             return None
         copied.append((src, slot, size))
     return tuple(apart), tuple(copied)
+
+
+def _other_argument(writebacks, bindings, slot: int, src: int) -> int | None:
+    """The argument a result written into argument `src` is, unchanged
+    (`a[...] = b`: the program returns b's input), or None: one the call
+    writes into none of its arguments (its copy, made after the program
+    ran, reads it as it came)."""
+    if not (slot < len(bindings) and type(bindings[slot]) is int) or bindings[slot] == src:
+        return None
+    other = bindings[slot]
+    return None if any(d == other for d, _ in writebacks) else other
 
 
 def _conversion(steps: tuple, scalar) -> Callable | None:

@@ -812,15 +812,24 @@ class LiveSet:
         return [t for t in out if t is not None]
 
 
-def fresh_results(results: list, inputs: list, owners: list, fresh=None) -> list:
+def fresh_results(results: list, inputs: list, owners: list, fresh=None,
+                  written=frozenset(), dests=()) -> list:
     """Results handed to Python must not alias the inputs (unless a result is
     the unchanged input of its own storage), each other, or be read-only.
     `fresh[i]` (from the program) says result i is memory the program
-    allocated in this call: it cannot alias an input, no overlap test."""
+    allocated in this call: it cannot alias an input, no overlap test.
+    A result in `written` only goes into an argument (`apply_plan` copies
+    it there, as numpy's assignment does, and hands out the argument in its
+    place): where it shares no memory with the arrays written into
+    (`dests`: another write-back may overwrite it before its own), it is
+    left as it is, not copied first."""
     seen: set[int] = set()
     out = []
     arrays = None
     for i, (r, owner) in enumerate(zip(results, owners)):
+        if i in written and not any(np.may_share_memory(r, d) for d in dests):
+            out.append(r)
+            continue
         if r is owner and id(r) not in seen:
             seen.add(id(r))
             out.append(r)
