@@ -146,7 +146,7 @@ def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) ->
     plan = trace.plan
     if isinstance(prog, DynamicProgram):
         if (not _plain(trace, prog, treedef, n, len(paths)) or not flat_positional(treedef, n)
-                or any(c.where != "L" for c in guards.checks) or plan.writebacks):
+                or any(c.where != "L" for c in guards.checks)):
             return None
         return _dynamic_fast_call(guards, leaves, trace, prog, n)
     if not _plain(trace, prog, treedef, n, 0):
@@ -529,8 +529,9 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
         body = _FastBody(prog.program_for(key))
         body.bind(seg.bindings, leaves, len(leaves))
         ret = body.result(outs, plan.treedef)
-        body.run_steps()
-        fn = body.compile_body(ret)
+        # (results written into arguments copied there, `x *= y`: where the
+        # program for these sizes leaves one it cannot copy, the general path)
+        fn = body.compile_body(ret) if body.write_back(plan, seg.bindings) else _missing
         with lock:  # (calls on several threads)
             if len(bodies) >= DYNAMIC_BODIES:
                 bodies.pop(next(iter(bodies)))
@@ -555,6 +556,10 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     fast = ns["fast"]
     fast.source = src  # type: ignore[attr-defined]
     return fast
+
+
+def _missing(L) -> object:
+    return MISS
 
 
 def _native_writebacks(guards, bindings, prog, writebacks):

@@ -557,3 +557,55 @@ def test_an_argument_copied_into_another_by_the_general_path_is_copied_once(monk
             np.testing.assert_array_equal(mine[1], theirs[1])
         assert cf._fast is None
         assert len(copies) >= 2 and copies[-2:] == [want_copies] * 2, (fn.__name__, copies)
+
+
+def test_a_dynamic_entry_that_writes_into_arguments_takes_the_fast_call():
+    """An entry compiled for many sizes (a second size makes it dynamic)
+    that writes into its arguments (`x += y`, `x[...] = 2 * y`, a shifted
+    window) is a fast call: the program for the call's sizes runs and each
+    written result is copied into its argument, as the general path does
+    (which cost 25-40 us a call: 54 us against numpy's 3.9 for 20x500).
+    The caller's arrays hold numpy's values after every call; arguments
+    that overlap miss it and numpy's aliasing answers; a raised flag
+    leaves the argument to numpy's re-run."""
+    def iadd(x, y):
+        x += y
+        return x
+
+    def assign(x, y):
+        x[...] = 2.0 * y
+
+    def shift(x, y):
+        x[..., 1:] = y[..., :-1]
+        return x
+
+    for fn in (iadd, assign, shift):
+        cf = lowering.compile(fn)
+        general = []
+        for k, shape in enumerate([(6, 5), (7, 9), (3, 11), (7, 9), (12, 4)]):
+            if k == 3:  # (the sizes' fast call made on the third size's call)
+                real = cf._try_entries
+                cf._try_entries = lambda *x, real=real: (general.append(x), real(*x))[1]
+            rng = np.random.default_rng(k)
+            a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+            mine, theirs = a.copy(), a.copy()
+            got, want = cf(mine, b), fn(theirs, b)
+            np.testing.assert_array_equal(mine, theirs)
+            assert (got is None) if want is None else (got is mine), fn.__name__
+        assert general == [], fn.__name__
+        for case in ("twice", "views"):
+            ours, ref = np.arange(40.0).reshape(4, 10), np.arange(40.0).reshape(4, 10)
+            for buf, run in ((ours, cf), (ref, fn)):
+                run(*({"twice": (buf[:3], buf[:3]), "views": (buf[1:], buf[:3])}[case]))
+            np.testing.assert_array_equal(ours, ref)
+    cf = lowering.compile(iadd)
+    for shape in ((3, 4), (5, 6), (5, 6)):
+        x, y = np.full(shape, 1e308), np.full(shape, 1e308)
+        with np.errstate(over="raise"):
+            try:
+                cf(x, y)
+            except FloatingPointError:
+                pass
+            else:
+                raise AssertionError("numpy raises FloatingPointError")
+        np.testing.assert_array_equal(x, np.inf)  # (numpy's ufunc wrote x, then raised)
