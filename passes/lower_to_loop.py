@@ -1323,8 +1323,10 @@ class Lowering:
         across threads (it touches `parallel_threshold` elements, three
         streams of v's size): a smaller program runs from the native entry,
         whose copy into the argument, in cache, costs less than the Python
-        call that restores undo buffers."""
-        if not self.may_rerun or self.layouts[arg.index] != "C":
+        call that restores undo buffers. A result of runtime sizes always:
+        its program runs from a Python call (no native entry), whose copy
+        of a buffer of its own into the argument costs two more streams."""
+        if not self.may_rerun or self.layouts[arg.index] != "C" or symbols_of([v.type]):
             return True
         n = 1
         for d in v.type.get_shape():

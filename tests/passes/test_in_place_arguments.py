@@ -73,12 +73,12 @@ def twice(a, b):
     return a
 
 
-def _kernel_text(fn, spec: str) -> str:
+def _kernel_text(fn, spec: str, dynamic=None) -> str:
     """The kernel level of fn on arguments of `spec` (`lowering.dump`'s)."""
     from lowering.dump import capture, parse_spec, print_lower_stages
 
     out = io.StringIO()
-    print_lower_stages(capture(fn, parse_spec(spec)), out, ["kernel"])
+    print_lower_stages(capture(fn, parse_spec(spec), dynamic=dynamic), out, ["kernel"])
     return out.getvalue()
 
 
@@ -193,6 +193,35 @@ def test_small_float_update_keeps_its_own_buffer():
     text = _kernel_text(iadd, "f64[64,64] f64[64,64]")
     assert "lowering.undo" not in text
     assert "func.return %0 :" not in text
+
+
+def test_a_float_update_of_runtime_sizes_writes_the_argument_with_an_undo_buffer():
+    """A program of runtime sizes runs from a Python call at every size (no
+    native entry): its result is written into the argument, with an undo
+    buffer, not computed apart and copied in (two more streams: `x += y`
+    at 1000x1000 ran in 873 us apart, 438 in place, numpy 320)."""
+    text = _kernel_text(iadd, "f64[64,64] f64[64,64]", dynamic=True)
+    assert "lowering.undo = 0" in text
+    assert "func.return %0 :" in text
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (64, 64), (1, 7)])
+def test_a_re_run_of_runtime_sizes_sees_the_arguments_as_they_came(shape):
+    cf = lowering.compile(later_flag, dynamic=True)
+    rng = np.random.default_rng(3)
+    for k in range(3):
+        a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+        c = -np.abs(rng.standard_normal(shape))  # (log of negatives: invalid, re-run)
+        mine, theirs = a.copy(), a.copy()
+        with warnings.catch_warnings(record=True) as got:
+            warnings.simplefilter("always")
+            r1 = cf(mine, b, c)
+        with warnings.catch_warnings(record=True) as want:
+            warnings.simplefilter("always")
+            r2 = later_flag(theirs, b, c)
+        np.testing.assert_array_equal(mine, theirs)  # (added once, not twice)
+        np.testing.assert_array_equal(r1, r2)
+        assert [str(w.message) for w in got] == [str(w.message) for w in want]
 
 
 def _layout(x: np.ndarray, layout: str) -> np.ndarray:
