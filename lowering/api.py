@@ -217,6 +217,12 @@ class CompiledFunction:
         # a call that answers MISS for other arrays (`device_call.fast_call`)
         self._device_last: Callable | None = None
 
+    def _swap_fast(self, old: Callable, new: Callable) -> None:
+        """Where the fast call is `old`, make it `new` (`make_fast_call`'s
+        swap: the sizes' builtin of an entry of many sizes)."""
+        if self._fast is old:
+            self._fast = new
+
     def __get__(self, obj, objtype=None):
         return self if obj is None else functools.partial(self, obj)
 
@@ -479,7 +485,7 @@ class CompiledFunction:
         if ((self._fast is None or symbols is not None) and not trace.breaks
                 and not plan.writes):
             fast = make_fast_call(entry.guards, treedef, leaves, trace, self._last_prog,
-                                  plan.paths, gvals)
+                                  plan.paths, gvals, self._swap_fast)
             if fast is not None:  # (one for keywords or nested arguments takes them)
                 if self._fast is not None and len(self._fast_more) < MAX_MORE_FAST_CALLS:
                     self._fast_more.insert(0, (self._fast, self._fast_kw))  # (still tried)

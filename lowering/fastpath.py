@@ -119,16 +119,19 @@ def render(treedef: Any, values: list[str], ns: dict[str, Any]) -> str | None:
 
 
 def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
-                   gvals=()) -> Callable | None:
+                   gvals=(), swap=None) -> Callable | None:
     """The entry's cached call as one generated function (or, where it
     applies, a native builtin in front of it); None where the entry is not
     plain enough: see the module's docstring. `paths`: the Python state the
     entry reads (a helper function of the module, an attribute), evaluated
     in the call as the entry's `fetch` evaluates them (`gvals`: their values
     when traced). A failure in making it is logged ("perf") and leaves the
-    entry to the general path, which answers the same."""
+    entry to the general path, which answers the same. `swap(old, new)`:
+    where the caller's fast call is `old`, make it `new` (an entry of many
+    sizes puts the native builtin of the sizes called last in front:
+    `_dynamic_fast_call`)."""
     try:
-        return _make_fast_call(guards, treedef, leaves, trace, prog, paths, gvals)
+        return _make_fast_call(guards, treedef, leaves, trace, prog, paths, gvals, swap)
     except Exception:  # noqa: BLE001 - an optimization's bug costs speed, not the call
         from .config import logger
 
@@ -137,7 +140,8 @@ def make_fast_call(guards, treedef, leaves: list, trace, prog, paths=(),
         return None
 
 
-def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) -> Callable | None:
+def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals,
+                    swap=None) -> Callable | None:
     from runtime import native
 
     from .backends.cpu_dynamic import DynamicProgram
@@ -148,7 +152,7 @@ def _make_fast_call(guards, treedef, leaves: list, trace, prog, paths, gvals) ->
         if (not _plain(trace, prog, treedef, n, len(paths)) or not flat_positional(treedef, n)
                 or any(c.where != "L" for c in guards.checks)):
             return None
-        return _dynamic_fast_call(guards, leaves, trace, prog, n)
+        return _dynamic_fast_call(guards, leaves, trace, prog, n, swap)
     if not _plain(trace, prog, treedef, n, 0):
         return None
     seg = trace.segments[0]
@@ -504,13 +508,28 @@ class _FastBody:
 
 # per dynamic entry, the fast bodies kept (one per set of sizes, most recent)
 DYNAMIC_BODIES = 16
+# a set of sizes gets its native builtin (`_dynamic_fast_call`) on this
+# call of it: making one takes ~15 ms (the entry's IR, then LLVM), a call
+# through it saves ~3.5 us against the Python call (8x8 `a + b`: 0.9 us
+# against 4.1): bought once the calls without it cost what it costs (at
+# most twice the best choice made knowing how many calls come), not on a
+# size's first call (0.4 ms a new size, 20 with its builtin)
+NATIVE_AFTER_CALLS = 4096
 
 
-def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | None:
+def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int, swap=None) -> Callable | None:
     """The fast call of an entry compiled with size symbols: its guards
     (sizes and their relations) inlined, then the call's sizes pick the fast
     body generated for them (made on a size set's first call from the plan
-    instantiated for it, `DynamicProgram.program_for`)."""
+    instantiated for it, `DynamicProgram.program_for`).
+
+    A set of sizes called often (`NATIVE_AFTER_CALLS`) gets a native builtin
+    (`_sized_native`: the static entry's, its guards those sizes): a call of
+    those sizes makes it the caller's fast call (`swap`), its fallback this
+    call: calls of one size run natively (0.9 us for an 8x8 `a + b`, 4.1
+    through this call), a call of other sizes misses it (a few native
+    compares) into this call, which puts their builtin in front."""
+    from runtime import native
     from runtime.guards import render_checks
 
     seg = trace.segments[0]
@@ -540,7 +559,39 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     if _FastBody(prog.program_for(first)).result(outs, plan.treedef) is None:
         return None  # (a structure of results the fast call does not build)
     make(first)
-    ns: dict[str, Any] = {"MISS": MISS, "bodies": bodies, "make": make}
+    natives: dict[tuple, Callable | None] = {}
+    calls: dict[tuple, int] = {}
+    front = [None, None]  # the sizes whose builtin is the caller's fast call, and it
+    flat_out = plan.treedef is None or plan.treedef == (tuple, (None,) * len(outs))
+
+    def to_front(key: tuple, L: tuple) -> None:
+        """Put the builtin of these sizes in front: made on their
+        NATIVE_AFTER_CALLS-th call (None where the static entry would have
+        none), then swapped in on each return to them."""
+        if key not in natives:
+            k = calls[key] = calls.get(key, 0) + 1
+            if k < NATIVE_AFTER_CALLS:
+                return
+            nat = None
+            if flat_out:
+                nat = _sized_native(guards, L, n, seg.bindings, prog.program_for(key), outs,
+                                    plan, ns["fast"])
+            with lock:
+                if len(natives) >= DYNAMIC_BODIES:
+                    natives.pop(next(iter(natives)))
+                natives[key] = nat
+                calls.pop(key, None)
+                if len(calls) > 4 * DYNAMIC_BODIES:  # (sizes called a few times each)
+                    calls.clear()
+        nat = natives.get(key)
+        if nat is None:
+            return
+        swap(front[1] or ns["fast"], nat)
+        front[:] = [key, nat]
+
+    sized = swap is not None and native.enabled()
+    ns: dict[str, Any] = {"MISS": MISS, "bodies": bodies, "make": make, "front": front,
+                          "to_front": to_front}
     conds = [f"len(L) == {n}"] + render_checks(guards.checks, ns)
     key = "(" + "".join(f"L[{b}].shape[{d}], " for b, d in where) + ")"
     src = "\n".join([
@@ -548,6 +599,7 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
         "    if not (" + " and ".join(conds) + "):",
         "        return MISS",
         f"    k = {key}",
+        *(["    if k != front[0]:", "        to_front(k, L)"] if sized else []),
         "    b = bodies.get(k)",
         "    if b is None:",
         "        b = make(k)",
@@ -555,7 +607,31 @@ def _dynamic_fast_call(guards, leaves: list, trace, prog, n: int) -> Callable | 
     exec(compile(src, "<lowering fast call (sizes)>", "exec"), ns)
     fast = ns["fast"]
     fast.source = src  # type: ignore[attr-defined]
+    fast.natives = natives  # type: ignore[attr-defined]
     return fast
+
+
+def _sized_native(guards, L: tuple, n: int, bindings, prog, outs, plan,
+                  fallback: Callable) -> Callable | None:
+    """The native builtin of a dynamic entry's program for the sizes of the
+    call `L` (which passed the entry's guards): the entry's checks with
+    each array's shape that call's (a relation of sizes holds for them), as
+    a static entry of that program has; None where one has no native form."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from runtime.guards import ArrayCheck, RelationCheck
+
+    checks = []
+    for c in guards.checks:
+        if isinstance(c, RelationCheck):
+            continue  # (the shapes below are sizes it held for)
+        if isinstance(c, ArrayCheck):
+            c = replace(c, shape=tuple(int(d) for d in L[c.index].shape))
+        checks.append(c)
+    return _native_entry(SimpleNamespace(checks=checks), n, bindings, prog, outs,
+                         plan.treedef is not None, fallback, n, (),
+                         writebacks=plan.writebacks)
 
 
 def _missing(L) -> object:
@@ -567,17 +643,17 @@ def _native_writebacks(guards, bindings, prog, writebacks):
     apart, as (a, nbytes, b, nbytes), and the copies of its results into
     its arguments, as (argument, slot, nbytes) — ((), ()) for an entry that
     writes nothing —, or None where they have no native form (an array of
-    the check that is not a C-contiguous argument, a result not of its
-    argument's shape and dtype)."""
+    the check that is neither a C- nor an F-contiguous argument, a copy
+    not between C-contiguous arrays of one shape and dtype)."""
     from runtime.guards import ArrayCheck, OverlapCheck
 
     from .backends.cpu_backend import AllocStep
 
     arrays = {c.index: c for c in guards.checks if isinstance(c, ArrayCheck) and c.where == "L"}
 
-    def nbytes(arg: int) -> int | None:
+    def nbytes(arg: int, layouts=("C",)) -> int | None:
         c = arrays.get(arg)
-        if c is None or c.layout != "C" or not all(type(d) is int for d in c.shape):
+        if c is None or c.layout not in layouts or not all(type(d) is int for d in c.shape):
             return None
         return c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))
 
@@ -588,7 +664,7 @@ def _native_writebacks(guards, bindings, prog, writebacks):
         if any(w != "L" for w, _, _ in check.arrays):
             return None
         idx = [i for _, i, _ in check.arrays]
-        sizes = [nbytes(i) for i in idx]
+        sizes = [nbytes(i, ("C", "F")) for i in idx]  # (either: one block of memory)
         if any(z is None for z in sizes):
             return None
         apart += [(idx[a], sizes[a], idx[b], sizes[b])
@@ -614,6 +690,32 @@ def _native_writebacks(guards, bindings, prog, writebacks):
             return None
         copied.append((src, slot, size))
     return tuple(apart), tuple(copied)
+
+
+def _native_undo(guards, bindings, prog, launches) -> tuple | None:
+    """For a native entry: (argument slot, undo slot, nbytes) per argument
+    its kernels write in place keeping old values (`CpuProgram.undo`),
+    restored where the flags' check raises; None where they have no native
+    form: an undo buffer held transposed, an argument not C-contiguous, or
+    a program that can fail elsewhere after a kernel ran (a numpy routine
+    called back, an index checked)."""
+    from runtime.guards import ArrayCheck
+
+    from .codegen.entry import Call
+
+    undo = getattr(prog, "undo", ())
+    if not undo:
+        return ()
+    if any(isinstance(k, Call) or k.checked for k in launches):
+        return None
+    arrays = {c.index: c for c in guards.checks if isinstance(c, ArrayCheck) and c.where == "L"}
+    out = []
+    for u, a, _, transposed in undo:
+        c = arrays.get(bindings[a]) if a < len(bindings) and type(bindings[a]) is int else None
+        if transposed or c is None or c.layout != "C" or not all(type(d) is int for d in c.shape):
+            return None
+        out.append((a, u, c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))))
+    return tuple(out)
 
 
 def _other_argument(writebacks, bindings, slot: int, src: int) -> int | None:
@@ -677,8 +779,6 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     from .backends.cpu_backend import AllocStep, KernelStep
     from .codegen.entry import FLAG_VALUES, Alloc, Call, EntrySpec, Launch, arg_checks, entry_ir
 
-    if getattr(prog, "undo", ()):  # (its arguments' old values restored on a failure: in Python)
-        return None
     pool_empty = POOL.empty  # one bound method: the entry embeds its address
     derived = arg_checks(guards.checks)
     if derived is None:
@@ -725,6 +825,9 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
             call = _flagged(st.run, prog.collector)
             keep.append(call)
             launches.append(Call(id(call), tuple(st.args)))
+    undo = _native_undo(guards, bindings, prog, launches)
+    if undo is None:
+        return None
     locking = any(isinstance(k, Call) for k in launches)
     acquire, release = prog._lock.acquire, prog._lock.release  # (bound methods: kept alive)
     keep += [acquire, release]
@@ -738,7 +841,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     spec = EntrySpec(name, nargs, tuple(checks), tuple(bindings), tuple(allocs), tuple(launches),
                      sources, as_tuple, id(fast), id(errors.check), tuple(id(i) for i in flag_ints),
                      (id(acquire), id(release)) if locking else (),
-                     tuple(id(k) for k in names), tuple(converts), id(f64), copied, apart)
+                     tuple(id(k) for k in names), tuple(converts), id(f64), copied, apart,
+                     undo)
     text = entry_ir(spec, native.abi())
     owner = native.NativeEntry(name, fast, keep, text, spec)
     return owner.builtin(native.jit_entry(text, name))

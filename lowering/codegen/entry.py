@@ -234,10 +234,18 @@ class EntrySpec:
     # copies the buffer at `slot` into args[arg]'s memory, both C-contiguous
     # of nbytes (`x *= y`: the caller's array gets the result)
     writebacks: tuple[tuple[int, int, int], ...] = ()
-    # (a, na, b, nb): the C-contiguous arrays args[a] (na bytes) and args[b]
+    # (a, na, b, nb): the C- or F-contiguous arrays args[a] (na bytes) and args[b]
     # (nb bytes) are distinct objects whose memory does not overlap, else a
     # miss (the entry writes into one of them: the guard's `OverlapCheck`)
     apart: tuple[tuple[int, int, int, int], ...] = ()
+    # (slot, undo slot, nbytes): an argument (C-contiguous, at `slot`) its
+    # kernels write in place, its old values kept in the undo buffer; where
+    # the flags' check raises, each gets them back (the last write undone
+    # first) before the entry returns NULL: the eager re-run sees the
+    # caller's arrays as they came (`CpuProgram._undo`). An entry with undo
+    # buffers calls no numpy routine and checks no index (no other failure
+    # after a kernel ran)
+    undo: tuple[tuple[int, int, int], ...] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -403,6 +411,7 @@ class EntryCodegen:
             self.check_apart(argv[a], na, argv[c], nc)
 
         vals: dict[int, ir.Value] = {i: argv[a] for i, a in enumerate(spec.inputs)}
+        self.vals = vals
         owned: list[ir.Value] = []
         self.owned, self._fails = owned, {}
         floats = [(i, a) for i, a in enumerate(spec.inputs)
@@ -583,6 +592,18 @@ class EntryCodegen:
         argv = b.gep(ints, [b.zext(b.and_(raised, const(I32, FLAG_VALUES - 1)), I64)])
         r = b.call(self.vectorcall,
                    [address(spec.check), argv, const(I64, 1), ir.Constant(OBJ, None)])
+        if spec.undo:  # (the check raised: the arguments' old values back first)
+            undo = self.fn.append_basic_block("fpe.undo")
+            checked = self.fn.append_basic_block("fpe.checked")
+            b.cbranch(b.icmp_unsigned("==", r, ir.Constant(OBJ, None)), undo, checked)
+            b.position_at_end(undo)
+            for a, u, nbytes in reversed(spec.undo):
+                b.call(self.memcpy, [self.field(self.vals[a], self.abi.data, OBJ),
+                                     self.field(self.vals[u], self.abi.data, OBJ),
+                                     const(I64, nbytes)])
+            self.or_fail(r, owned)  # (NULL here: to the failure exit)
+            b.unreachable()
+            b.position_at_end(checked)
         self.or_fail(r, owned)
         b.call(self.decref, [r])
         b.branch(done)
@@ -645,8 +666,9 @@ class EntryCodegen:
         self.require(self.all(conds), f"arg{c.arg}.shape")
 
     def check_apart(self, x: ir.Value, nx: int, y: ir.Value, ny: int) -> None:
-        """x and y (exact C-contiguous arrays, checked) are distinct objects
-        and their bytes [data, data + n) do not overlap."""
+        """x and y (exact C- or F-contiguous arrays, checked: one block of
+        memory each) are distinct objects and their bytes [data, data + n)
+        do not overlap."""
         b = self.b
         dx = b.ptrtoint(self.field(x, self.abi.data, OBJ), I64)
         dy = b.ptrtoint(self.field(y, self.abi.data, OBJ), I64)

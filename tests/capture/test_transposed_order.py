@@ -218,3 +218,57 @@ def test_joins_rolls_and_pads_in_memory_order(case):
         assert got.strides == want.strides or layout == [False], (got.strides, want.strides)
     # and a mix of layouts: C order, numpy's values
     assert_matches_numpy(fn, a, np.ascontiguousarray(b), calls=2)
+
+
+# slice assignments into F-ordered arguments (written in place): the kernel
+# walks the window in the argument's memory order (the new part's transpose,
+# stored at the reversed index). Walked in C order, `x[..., 1:] = y[..., :-1]`
+# of 16x32x64 F-ordered arrays took 150 us against numpy's 11.
+def _shift_last(x, y):
+    x[..., 1:] = y[..., :-1]
+    return x
+
+
+def _strided_window(x, y):
+    x[1:-1, ::2] = y[2:, ::2]
+
+
+def _window_update(x, y):  # (flags may re-run it: the window goes into a copy of x)
+    x[1:-1, ::2] = 0.5 * (y[2:, ::2] + y[:-2, ::2])
+
+
+def _row_of_3d(x, y):  # (a row of unit dims: walked in C order)
+    x[1] = y[0] * 2.0
+    return x.max()
+
+
+def _cumulative(x, y):  # (the new part reads the window shifted: walked in order, C)
+    x[1:] = x[1:] + x[:-1]
+    return x
+
+
+WINDOWS = [("shift last axis", _shift_last, (6, 9)), ("shift last axis 3-D", _shift_last, (3, 4, 5)),
+           ("strided window", _strided_window, (6, 9)), ("window update", _window_update, (6, 9)),
+           ("a row of 3-D", _row_of_3d, (3, 4, 5)), ("reads its own shift", _cumulative, (6, 9))]
+IN_MEMORY_ORDER = (_shift_last, _strided_window)
+
+
+@pytest.mark.parametrize("case", WINDOWS, ids=[c[0] for c in WINDOWS])
+@pytest.mark.parametrize("layouts", ["FF", "FC", "CF", "CC"])
+def test_slice_assignments_into_f_ordered_arguments(case, layouts):
+    _, fn, shape = case
+    make = {"F": _f, "C": lambda s: rng.standard_normal(s)}
+    x, y = make[layouts[0]](shape), make[layouts[1]](shape)
+    cf = lowering.compile(fn)
+    for _ in range(3):
+        mine, theirs = x.copy(order="K"), x.copy(order="K")
+        got, want = cf(mine, y), fn(theirs, y)
+        np.testing.assert_array_equal(mine, theirs)
+        assert mine.strides == theirs.strides
+        if want is not None and not isinstance(want, np.ndarray):
+            assert_same_value(got, want)
+    cpu = lowering.compile(fn, backend="cpu")  # (the kernels' walk: the CPU backend's)
+    walked = [name for ks in lowering.explain(cpu)(x.copy(order="K"), y).kernels
+              for _, fused in ks for name in fused]
+    transposed = layouts[0] == "F" and fn in IN_MEMORY_ORDER
+    assert any("array.transpose" in n for n in walked) == transposed, walked
