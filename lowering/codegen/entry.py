@@ -238,8 +238,8 @@ class EntrySpec:
     # (nb bytes) are distinct objects whose memory does not overlap, else a
     # miss (the entry writes into one of them: the guard's `OverlapCheck`)
     apart: tuple[tuple[int, int, int, int], ...] = ()
-    # (slot, undo slot, nbytes): an argument (C-contiguous, at `slot`) its
-    # kernels write in place, its old values kept in the undo buffer; where
+    # (slot, undo slot, nbytes): an argument (C- or F-contiguous, at `slot`)
+    # its kernels write in place, its old bytes kept in the undo buffer; where
     # the flags' check raises, each gets them back (the last write undone
     # first) before the entry returns NULL: the eager re-run sees the
     # caller's arrays as they came (`CpuProgram._undo`). An entry with undo

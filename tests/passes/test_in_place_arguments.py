@@ -185,12 +185,14 @@ def test_updates_no_flag_can_undo_write_the_argument_without_a_copy():
         assert "memref.alloc" not in text, fn.__name__
 
 
-@pytest.mark.parametrize("dynamic", [False, True])
-def test_a_small_float_update_runs_natively_and_restores_the_argument(dynamic, monkeypatch):
+@pytest.mark.parametrize("dynamic,layout", [(False, "C"), (True, "C"), (False, "F")])
+def test_a_small_float_update_runs_natively_and_restores_the_argument(dynamic, layout,
+                                                                       monkeypatch):
     """A single-threaded update with an undo buffer runs from the native
     entry (of each size set, for a program of runtime sizes); where the
     flags' check raises (errstate raise, a later op's flag), the entry
-    copies the old values back before the re-run: the caller's array
+    copies the old values back before the re-run (an F-ordered argument's
+    undo buffer holds its transpose: the same bytes): the caller's array
     holds numpy's values, and numpy's error or warning is the answer."""
     from lowering import fastpath
 
@@ -199,9 +201,9 @@ def test_a_small_float_update_runs_natively_and_restores_the_argument(dynamic, m
     rng = np.random.default_rng(5)
     for k in range(8):
         shape = (3, 5) if k < 5 or not dynamic else (4, 6)
-        a, b = rng.standard_normal(shape), rng.standard_normal(shape)
+        a, b = _layout(rng.standard_normal(shape), layout), rng.standard_normal(shape)
         c = rng.standard_normal(shape) if k % 2 else np.abs(rng.standard_normal(shape)) + 1
-        mine, theirs = a.copy(), a.copy()
+        mine, theirs = a.copy(order="K"), a.copy(order="K")
         with warnings.catch_warnings(record=True) as got:
             warnings.simplefilter("always")
             r1 = cf(mine, b, c)
@@ -211,7 +213,7 @@ def test_a_small_float_update_runs_natively_and_restores_the_argument(dynamic, m
         np.testing.assert_array_equal(mine, theirs)  # (added once)
         assert_same_value(r1, r2)  # (log: the pointwise tolerance)
         assert [str(w.message) for w in got] == [str(w.message) for w in want]
-        x, y = np.full(shape, 1e308), np.full(shape, 1e308)
+        x, y = _layout(np.full(shape, 1e308), layout), np.full(shape, 1e308)
         with np.errstate(over="raise"), pytest.raises(FloatingPointError):
             cf(x, y, np.ones(shape))
         np.testing.assert_array_equal(x, np.inf)  # (numpy's ufunc wrote x, then raised)
