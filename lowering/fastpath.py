@@ -643,8 +643,8 @@ def _native_writebacks(guards, bindings, prog, writebacks):
     apart, as (a, nbytes, b, nbytes), and the copies of its results into
     its arguments, as (argument, slot, nbytes) — ((), ()) for an entry that
     writes nothing —, or None where they have no native form (an array of
-    the check that is neither a C- nor an F-contiguous argument, a copy
-    not between C-contiguous arrays of one shape and dtype)."""
+    the check whose memory does not run from its data pointer: a negative
+    stride; a copy not between C-contiguous arrays of one shape and dtype)."""
     from runtime.guards import ArrayCheck, OverlapCheck
 
     from .backends.cpu_backend import AllocStep
@@ -657,6 +657,22 @@ def _native_writebacks(guards, bindings, prog, writebacks):
             return None
         return c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))
 
+    def extent(arg: int) -> int | None:
+        """The bytes from the array's data pointer to past its last element
+        (C or F: all of its memory; strided, strides not negative: the
+        bounds numpy's `may_share_memory` compares), or None."""
+        c = arrays.get(arg)
+        if c is None or not all(type(d) is int for d in c.shape):
+            return None
+        if c.layout in ("C", "F"):
+            return nbytes(arg, (c.layout,))
+        strides = c.layout[1] if isinstance(c.layout, tuple) else None
+        if strides is None or any(st < 0 for st in strides):
+            return None
+        if 0 in c.shape:
+            return 0
+        return c.dtype.itemsize + sum((d - 1) * st for d, st in zip(c.shape, strides))
+
     apart = []
     for check in guards.checks:
         if not isinstance(check, OverlapCheck):
@@ -664,7 +680,7 @@ def _native_writebacks(guards, bindings, prog, writebacks):
         if any(w != "L" for w, _, _ in check.arrays):
             return None
         idx = [i for _, i, _ in check.arrays]
-        sizes = [nbytes(i, ("C", "F")) for i in idx]  # (either: one block of memory)
+        sizes = [extent(i) for i in idx]
         if any(z is None for z in sizes):
             return None
         apart += [(idx[a], sizes[a], idx[b], sizes[b])

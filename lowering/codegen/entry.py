@@ -234,7 +234,7 @@ class EntrySpec:
     # copies the buffer at `slot` into args[arg]'s memory, both C-contiguous
     # of nbytes (`x *= y`: the caller's array gets the result)
     writebacks: tuple[tuple[int, int, int], ...] = ()
-    # (a, na, b, nb): the C- or F-contiguous arrays args[a] (na bytes) and args[b]
+    # (a, na, b, nb): the arrays args[a] (na bytes from its data pointer) and args[b]
     # (nb bytes) are distinct objects whose memory does not overlap, else a
     # miss (the entry writes into one of them: the guard's `OverlapCheck`)
     apart: tuple[tuple[int, int, int, int], ...] = ()
@@ -666,9 +666,10 @@ class EntryCodegen:
         self.require(self.all(conds), f"arg{c.arg}.shape")
 
     def check_apart(self, x: ir.Value, nx: int, y: ir.Value, ny: int) -> None:
-        """x and y (exact C- or F-contiguous arrays, checked: one block of
-        memory each) are distinct objects and their bytes [data, data + n)
-        do not overlap."""
+        """x and y (exact arrays, checked, whose bytes run from their data
+        pointer: C- or F-contiguous, or strided with strides not negative)
+        are distinct objects and their bytes [data, data + n) do not
+        overlap (numpy's `may_share_memory`: bounds)."""
         b = self.b
         dx = b.ptrtoint(self.field(x, self.abi.data, OBJ), I64)
         dy = b.ptrtoint(self.field(y, self.abi.data, OBJ), I64)

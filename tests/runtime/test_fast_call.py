@@ -679,3 +679,35 @@ def test_a_size_called_often_gets_its_builtin_and_a_new_size_does_not():
     assert list(dispatch.natives) == [(9, 9, 9, 9)]
     x = np.ones((5, 5))
     np.testing.assert_array_equal(cf(x, x), x + x)  # (another size: the dispatch answers)
+
+
+def test_writes_into_strided_arguments_take_the_native_entry():
+    """A window written into strided arguments (every other element): the
+    native entry's overlap check compares the arrays' bounds from their
+    data pointers, as numpy's `may_share_memory` does (before: no native
+    form, 4.4 us against numpy's 1.0 for 1000 elements). Interleaved or
+    overlapping views of one buffer miss it, and numpy's aliasing answers;
+    views of a reversed buffer (a negative stride) keep the Python call."""
+    def shift(x, y):
+        x[1:] = y[:-1]
+        return x
+
+    cf = lowering.compile(shift)
+    rng = np.random.default_rng(0)
+    big, other = rng.standard_normal(64), rng.standard_normal(64)
+    for _ in range(3):
+        mine, theirs = big.copy(), big.copy()
+        got = cf(mine[::2], other[::2])
+        want = shift(theirs[::2], other[::2])
+        np.testing.assert_array_equal(mine, theirs)
+        np.testing.assert_array_equal(got, want)
+    assert type(cf._fast).__name__ == "builtin_function_or_method"
+    for case in ("interleaved", "overlapping", "apart", "reversed"):
+        ours, ref = np.arange(80.0), np.arange(80.0)
+        for buf, run in ((ours, cf), (ref, shift)):
+            x, y = {"interleaved": (buf[0:64:2], buf[1:65:2]),
+                    "overlapping": (buf[0:64:2], buf[4:68:2]),
+                    "apart": (buf[0:32:2], buf[40:72:2]),
+                    "reversed": (buf[62::-2], buf[0:64:2])}[case]
+            run(x, y)
+        np.testing.assert_array_equal(ours, ref)
