@@ -709,15 +709,14 @@ def _native_writebacks(guards, bindings, prog, writebacks):
 
 
 def _native_undo(guards, bindings, prog, launches) -> tuple | None:
-    """For a native entry: (argument slot, undo slot, nbytes) per argument
-    its kernels write in place keeping old values (`CpuProgram.undo`),
-    restored where the flags' check raises: a memcpy, the undo buffer
-    holding the argument's bytes in its memory order (a C-ordered one's
-    values; an F-ordered one's transpose, C-ordered: the same bytes); None
-    where they have no native form: an argument neither C- nor F-contiguous
-    (or F-contiguous with an undo buffer in C order), or a program that can
-    fail elsewhere after a kernel ran (a numpy routine called back, an
-    index checked)."""
+    """For a native entry: (argument slot, undo slot, nbytes, restore) per
+    argument its kernels write in place keeping old values
+    (`CpuProgram.undo`), restored where the flags' check raises: a memcpy
+    where the undo buffer holds the argument's bytes in its memory order (a
+    C-ordered one's values; an F-ordered one's transpose, C-ordered: the
+    same bytes), else numpy's assignment called back (`_restore`: a
+    strided argument); None where a program can fail elsewhere after a
+    kernel ran (a numpy routine called back, an index checked)."""
     from runtime.guards import ArrayCheck
 
     from .codegen.entry import Call
@@ -731,11 +730,21 @@ def _native_undo(guards, bindings, prog, launches) -> tuple | None:
     out = []
     for u, a, _, transposed in undo:
         c = arrays.get(bindings[a]) if a < len(bindings) and type(bindings[a]) is int else None
-        if (c is None or c.layout != ("F" if transposed else "C")
-                or not all(type(d) is int for d in c.shape)):
+        if c is None or not all(type(d) is int for d in c.shape):
             return None
-        out.append((a, u, c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))))
+        if c.layout == ("F" if transposed else "C"):
+            out.append((a, u, c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)), 0))
+        else:
+            out.append((a, u, 0, id(_restore_transposed if transposed else _restore)))
     return tuple(out)
+
+
+def _restore(arg: np.ndarray, undo: np.ndarray) -> None:
+    arg[...] = undo
+
+
+def _restore_transposed(arg: np.ndarray, undo: np.ndarray) -> None:
+    arg[...] = undo.T
 
 
 def _other_argument(writebacks, bindings, slot: int, src: int) -> int | None:

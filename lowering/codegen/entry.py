@@ -238,14 +238,17 @@ class EntrySpec:
     # (nb bytes) are distinct objects whose memory does not overlap, else a
     # miss (the entry writes into one of them: the guard's `OverlapCheck`)
     apart: tuple[tuple[int, int, int, int], ...] = ()
-    # (slot, undo slot, nbytes): an argument (C- or F-contiguous, at `slot`)
-    # its kernels write in place, its old bytes kept in the undo buffer; where
+    # (slot, undo slot, nbytes, restore): an argument (at `slot`) its
+    # kernels write in place, its old values kept in the undo buffer; where
     # the flags' check raises, each gets them back (the last write undone
     # first) before the entry returns NULL: the eager re-run sees the
-    # caller's arrays as they came (`CpuProgram._undo`). An entry with undo
-    # buffers calls no numpy routine and checks no index (no other failure
-    # after a kernel ran)
-    undo: tuple[tuple[int, int, int], ...] = ()
+    # caller's arrays as they came (`CpuProgram._undo`). nbytes > 0: a
+    # memcpy (the undo buffer holds the argument's bytes); else `restore`
+    # (an address) is called as restore(argument, undo buffer), the pending
+    # exception set aside (a strided argument). An entry with undo buffers
+    # calls no numpy routine and checks no index (no other failure after a
+    # kernel ran)
+    undo: tuple[tuple[int, int, int, int], ...] = ()
 
 
 def const(ty: ir.Type, v: int) -> ir.Constant:
@@ -597,10 +600,22 @@ class EntryCodegen:
             checked = self.fn.append_basic_block("fpe.checked")
             b.cbranch(b.icmp_unsigned("==", r, ir.Constant(OBJ, None)), undo, checked)
             b.position_at_end(undo)
-            for a, u, nbytes in reversed(spec.undo):
-                b.call(self.memcpy, [self.field(self.vals[a], self.abi.data, OBJ),
-                                     self.field(self.vals[u], self.abi.data, OBJ),
-                                     const(I64, nbytes)])
+            for a, u, nbytes, restore in reversed(spec.undo):
+                if nbytes > 0:
+                    b.call(self.memcpy, [self.field(self.vals[a], self.abi.data, OBJ),
+                                         self.field(self.vals[u], self.abi.data, OBJ),
+                                         const(I64, nbytes)])
+                    continue
+                saved = [b.alloca(OBJ) for _ in range(3)]
+                b.call(self.err_fetch, saved)
+                pair = b.alloca(ir.ArrayType(OBJ, 2))
+                b.store(self.vals[a], b.gep(pair, [const(I64, 0), const(I64, 0)]))
+                b.store(self.vals[u], b.gep(pair, [const(I64, 0), const(I64, 1)]))
+                put = b.call(self.vectorcall, [address(restore),
+                                               b.gep(pair, [const(I64, 0), const(I64, 0)]),
+                                               const(I64, 2), ir.Constant(OBJ, None)])
+                b.call(self.decref, [put])  # (Py_DecRef: NULL too)
+                b.call(self.err_restore, [b.load(p) for p in saved])
             self.or_fail(r, owned)  # (NULL here: to the failure exit)
             b.unreachable()
             b.position_at_end(checked)
