@@ -778,6 +778,15 @@ def _conversion(steps: tuple, scalar) -> Callable | None:
     return lambda a: scalar(np_apply_all(steps, a)[()])
 
 
+def _quiet(run: Callable) -> Callable:
+    """An extern's routine numpy reports no IEEE flag from (`routines.QUIET`:
+    a sort): run without the flags' collector, no flags returned."""
+    def call(*arrs):
+        run(*arrs)
+        return 0
+    return call
+
+
 def _flagged(run: Callable, collector) -> Callable:
     """An extern's routine that returns the IEEE flags numpy saw in it."""
     def call(*arrs):
@@ -799,12 +808,13 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
     scalar — are called back; an index out of range goes to the fast call.)
     An entry that writes into its arguments (`writebacks`: (argument, output
     index) pairs, `x *= y`) copies each result into its argument once the
-    program succeeded, as the fast call does, where every array it writes
-    and every other array of its overlap check is C-contiguous (the check
-    is then one of byte ranges) and a result is the argument's shape."""
+    program succeeded, as the fast call does, where every array of its
+    overlap check runs from its data pointer (the check is then one of
+    byte ranges), and a copied result is a C-contiguous argument's shape."""
     from runtime import blas, errors, native
     from runtime.memory import POOL, pooled
 
+    from . import routines
     from .backends.cpu_backend import AllocStep, KernelStep
     from .codegen.entry import FLAG_VALUES, Alloc, Call, EntrySpec, Launch, arg_checks, entry_ir
 
@@ -851,7 +861,8 @@ def _native_entry(guards, n: int, bindings, prog, outs, as_tuple: bool, fast,
             launches.append(Launch(ctypes.cast(fn, ctypes.c_void_p).value, tuple(bufs), work,
                                    st.scalars_address or 0, index_checks is not None))
         else:  # a numpy routine: called back, its flags returned as numpy detects them
-            call = _flagged(st.run, prog.collector)
+            call = (_quiet(st.run) if getattr(st.run, routines.QUIET, False)
+                    else _flagged(st.run, prog.collector))
             keep.append(call)
             launches.append(Call(id(call), tuple(st.args)))
     undo = _native_undo(guards, bindings, prog, launches)

@@ -445,6 +445,7 @@ def extern_run(e: ExternPlan) -> tuple[Callable, np.ndarray | None]:
                 into(*arrs)
             except Exception as err:  # the numpy routine's own error
                 raise errors.as_numpy(err)
+        run_into.__dict__.update(into.__dict__)  # (QUIET: no flags to collect)
         return run_into, None
     rule = numpy_backend.extern_routine(e.op)
     constant = rule() if e.fn == "numpy:array.constant" else None

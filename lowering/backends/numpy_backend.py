@@ -397,4 +397,8 @@ def extern_into(ext) -> Callable | None:
     n = ext.num_inputs.value.data
     if operands is None:  # (the routine reads the inputs as they are)
         return into
-    return lambda *arrs: into(*operands(*arrs[:n]), arrs[n])
+
+    def viewed(*arrs):
+        return into(*operands(*arrs[:n]), arrs[n])
+    viewed.__dict__.update(into.__dict__)  # (what the routine's call says of itself: QUIET)
+    return viewed

@@ -711,3 +711,26 @@ def test_writes_into_strided_arguments_take_the_native_entry():
                     "reversed": (buf[62::-2], buf[0:64:2])}[case]
             run(x, y)
         np.testing.assert_array_equal(ours, ref)
+
+
+def test_a_sort_runs_from_the_native_entry_without_the_flags_collector(monkeypatch):
+    """numpy consults no errstate in a sort (`routines.QUIET`): the native
+    entry calls it back with no collector around it; NaNs, infinities and
+    signed zeros sort as numpy's, under errstate raise too."""
+    from lowering import fastpath
+
+    made = []
+    real = fastpath._flagged
+    monkeypatch.setattr(fastpath, "_flagged", lambda *a: (made.append(a), real(*a))[1])
+
+    def f(a):
+        return np.sort(a)
+
+    cf = lowering.compile(f)
+    x = np.array([3.0, np.nan, -0.0, 0.0, -np.inf, 1.0, np.inf, -2.0])
+    with np.errstate(all="raise"):
+        for _ in range(3):
+            got = cf(x)
+            np.testing.assert_array_equal(got, f(x))
+            assert [np.signbit(v) for v in got] == [np.signbit(v) for v in f(x)]
+    assert type(cf._fast).__name__ == "builtin_function_or_method" and made == []
