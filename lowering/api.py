@@ -243,7 +243,7 @@ class CompiledFunction:
             if r is not MISS:
                 self.stats["cache_hits"] += 1
                 return r
-        for more, takes_kw in self._fast_more:
+        for i, (more, takes_kw) in enumerate(self._fast_more):
             if kwargs and not takes_kw:
                 continue
             try:
@@ -252,6 +252,18 @@ class CompiledFunction:
                 return self._rerun(args, kwargs, e)
             if r is not MISS:
                 self.stats["cache_hits"] += 1
+                # the entry called last goes in front (the one it passes
+                # goes where it was): calls of one layout or size after
+                # another's skip the first one's miss (0.4 us: its native
+                # check, then its generated call's guards). (`_fast_kw`
+                # off while the two change: a keyword call meanwhile takes
+                # the calls that take keywords, or the general path)
+                front, front_kw = self._fast, self._fast_kw
+                if front is not None and self._fast_more[i][0] is more:
+                    self._fast_kw = False
+                    self._fast_more[i] = (front, front_kw)
+                    self._fast = more
+                    self._fast_kw = takes_kw
                 return r
         tree = (args, kwargs)
         leaves, treedef = pytree.flatten(tree)

@@ -734,3 +734,30 @@ def test_a_sort_runs_from_the_native_entry_without_the_flags_collector(monkeypat
             np.testing.assert_array_equal(got, f(x))
             assert [np.signbit(v) for v in got] == [np.signbit(v) for v in f(x)]
     assert type(cf._fast).__name__ == "builtin_function_or_method" and made == []
+
+
+def test_the_entry_called_last_goes_in_front():
+    """Calls of one layout after another's: the entry a call hit among the
+    later ones becomes the first tried (the one before goes where it was),
+    so a run of calls of one layout skips the other's miss; alternating
+    layouts, sizes and keyword spellings all answer as numpy."""
+    def iadd(a, b):
+        a += b
+        return a
+
+    cf = lowering.compile(iadd, dynamic=False)
+    rng = np.random.default_rng(0)
+    c = [rng.standard_normal((8, 8)) for _ in range(2)]
+    f = [np.asfortranarray(x) for x in c]
+    small = [rng.standard_normal((3, 8)) for _ in range(2)]
+    first = None
+    for k, args in enumerate([c, f, f, f, c, small, f, c, c, small]):
+        mine, theirs = [x.copy(order="K") for x in args], [x.copy(order="K") for x in args]
+        got = cf(*mine) if k % 3 else cf(mine[0], b=mine[1])
+        want = iadd(*theirs)
+        np.testing.assert_array_equal(mine[0], want)
+        assert got is mine[0]
+        if k == 0:
+            first = cf._fast
+        if k == 3:  # (a run of F-ordered calls: their entry in front)
+            assert cf._fast is not first and type(cf._fast).__name__ == "builtin_function_or_method"
