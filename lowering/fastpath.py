@@ -645,17 +645,14 @@ def _native_writebacks(guards, bindings, prog, writebacks):
     writes nothing —, or None where they have no native form (an array of
     the check whose memory does not run from its data pointer: a negative
     stride; a copy not between C-contiguous arrays of one shape and dtype)."""
-    from runtime.guards import ArrayCheck, OverlapCheck
+    from runtime.guards import OverlapCheck
 
     from .backends.cpu_backend import AllocStep
 
-    arrays = {c.index: c for c in guards.checks if isinstance(c, ArrayCheck) and c.where == "L"}
+    arrays = _argument_arrays(guards)
 
     def nbytes(arg: int, layouts=("C",)) -> int | None:
-        c = arrays.get(arg)
-        if c is None or c.layout not in layouts or not all(type(d) is int for d in c.shape):
-            return None
-        return c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))
+        return _nbytes(arrays.get(arg), layouts)
 
     def extent(arg: int) -> int | None:
         """The bytes from the array's data pointer to past its last element
@@ -714,11 +711,10 @@ def _native_undo(guards, bindings, prog, launches) -> tuple | None:
     (`CpuProgram.undo`), restored where the flags' check raises: a memcpy
     where the undo buffer holds the argument's bytes in its memory order (a
     C-ordered one's values; an F-ordered one's transpose, C-ordered: the
-    same bytes), else numpy's assignment called back (`_restore`: a
+    same bytes), else numpy's assignment called back (`UNDO_RESTORE`: a
     strided argument); None where a program can fail elsewhere after a
     kernel ran (a numpy routine called back, an index checked)."""
-    from runtime.guards import ArrayCheck
-
+    from .backends.cpu_backend import UNDO_RESTORE
     from .codegen.entry import Call
 
     undo = getattr(prog, "undo", ())
@@ -726,25 +722,33 @@ def _native_undo(guards, bindings, prog, launches) -> tuple | None:
         return ()
     if any(isinstance(k, Call) or k.checked for k in launches):
         return None
-    arrays = {c.index: c for c in guards.checks if isinstance(c, ArrayCheck) and c.where == "L"}
+    arrays = _argument_arrays(guards)
     out = []
     for u, a, _, transposed in undo:
         c = arrays.get(bindings[a]) if a < len(bindings) and type(bindings[a]) is int else None
-        if c is None or not all(type(d) is int for d in c.shape):
-            return None
-        if c.layout == ("F" if transposed else "C"):
-            out.append((a, u, c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64)), 0))
+        size = _nbytes(c, ("F" if transposed else "C",))
+        if size is not None:
+            out.append((a, u, size, 0))
+        elif c is not None:
+            out.append((a, u, 0, id(UNDO_RESTORE[transposed])))
         else:
-            out.append((a, u, 0, id(_restore_transposed if transposed else _restore)))
+            return None
     return tuple(out)
 
 
-def _restore(arg: np.ndarray, undo: np.ndarray) -> None:
-    arg[...] = undo
+def _argument_arrays(guards) -> dict:
+    """The array guards on the call's arguments, by argument."""
+    from runtime.guards import ArrayCheck
+
+    return {c.index: c for c in guards.checks if isinstance(c, ArrayCheck) and c.where == "L"}
 
 
-def _restore_transposed(arg: np.ndarray, undo: np.ndarray) -> None:
-    arg[...] = undo.T
+def _nbytes(c, layouts=("C",)) -> int | None:
+    """The bytes of the array an array guard `c` pins, where it pins one of
+    `layouts` and every size; else None."""
+    if c is None or c.layout not in layouts or not all(type(d) is int for d in c.shape):
+        return None
+    return c.dtype.itemsize * int(np.prod(c.shape, dtype=np.int64))
 
 
 def _other_argument(writebacks, bindings, slot: int, src: int) -> int | None:

@@ -926,8 +926,7 @@ class Lowering:
             shape = v.type.get_shape()
             if (self.layouts[arg.index] == "F" and len(shape) >= 2
                     and isinstance(v.owner, Operation) and not symbols_of([v.type])):
-                t = A.TransposeOp(v, tuple(reversed(range(len(shape)))),
-                                  TensorType(v.type.element_type, list(reversed(shape))))
+                t = reversed_transpose(v)
                 self.block.insert_op_after(t, v.owner)
                 self.inserted.append(t)
                 self.memory_order[v] = t.result
@@ -1268,10 +1267,7 @@ class Lowering:
         into an F-ordered argument): made once, before the assignment,
         erased with the other inserted ops when lowering ends."""
         if op not in self._transposed_sources:
-            v = op.source
-            shape = v.type.get_shape()
-            t = A.TransposeOp(v, tuple(reversed(range(len(shape)))),
-                              TensorType(v.type.element_type, list(reversed(shape))))
+            t = reversed_transpose(op.source)
             self.block.insert_op_before(t, op)
             self.inserted.append(t)
             self._transposed_sources[op] = t.result
@@ -2313,6 +2309,15 @@ class CopyEmitter(KernelEmitter):
     def __init__(self, lw: Lowering, root: SSAValue, buf: SSAValue):
         super().__init__(lw, root, buf)
         self.target = root.owner.dest
+
+
+def reversed_transpose(v: SSAValue) -> A.TransposeOp:
+    """v's transpose with its dims reversed (an F-ordered argument's memory
+    order: `Lowering.memory_order`, `Lowering.transposed_source`), not yet
+    placed in a block."""
+    shape = v.type.get_shape()
+    return A.TransposeOp(v, tuple(reversed(range(len(shape)))),
+                         TensorType(v.type.element_type, list(reversed(shape))))
 
 
 class MemoryOrderEmitter(KernelEmitter):

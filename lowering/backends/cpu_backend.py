@@ -464,6 +464,20 @@ def _untimed(name: str) -> AbstractContextManager:
     return nullcontext()
 
 
+def _restore(arg: np.ndarray, undo: np.ndarray) -> None:
+    arg[...] = undo
+
+
+def _restore_transposed(arg: np.ndarray, undo: np.ndarray) -> None:
+    arg[...] = undo.T
+
+
+# an argument's old values put back from its undo buffer (held transposed
+# or not): `CpuProgram._undo`, and the native entry's call back where the
+# buffer does not hold the argument's bytes (`fastpath._native_undo`)
+UNDO_RESTORE = {False: _restore, True: _restore_transposed}
+
+
 class CpuProgram:
     """A program's steps over buffer slots, from its plan and the address of
     each kernel's function (by kernel name)."""
@@ -560,7 +574,7 @@ class CpuProgram:
         done = vals[-1] if vals and type(vals[-1]) is int else len(self.steps)
         for u, a, k, transposed in reversed(self.undo):
             if k < done and vals[u] is not None:
-                vals[a][...] = vals[u].T if transposed else vals[u]
+                UNDO_RESTORE[transposed](vals[a], vals[u])
 
     def _steps(self, inputs, vals: list):
         """The steps; `vals` (the undo path's) gets the slots' values and,

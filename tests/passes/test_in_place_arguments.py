@@ -206,15 +206,10 @@ def test_a_small_float_update_runs_natively_and_restores_the_argument(dynamic, l
         a, b = rng.standard_normal(shape), rng.standard_normal(shape)
         c = rng.standard_normal(shape) if k % 2 else np.abs(rng.standard_normal(shape)) + 1
         mine, theirs = _layout(a, layout), _layout(a, layout)
-        with warnings.catch_warnings(record=True) as got:
-            warnings.simplefilter("always")
-            r1 = cf(mine, b, c)
-        with warnings.catch_warnings(record=True) as want:
-            warnings.simplefilter("always")
-            r2 = later_flag(theirs, b, c)
+        (r1, got), (r2, want) = _warned(cf, mine, b, c), _warned(later_flag, theirs, b, c)
         np.testing.assert_array_equal(mine, theirs)  # (added once)
         assert_same_value(r1, r2)  # (log: the pointwise tolerance)
-        assert [str(w.message) for w in got] == [str(w.message) for w in want]
+        assert got == want
         x, y = _layout(np.full(shape, 1e308), layout), np.full(shape, 1e308)
         with np.errstate(over="raise"), pytest.raises(FloatingPointError):
             cf(x, y, np.ones(shape))
@@ -223,10 +218,9 @@ def test_a_small_float_update_runs_natively_and_restores_the_argument(dynamic, l
 
 
 def test_a_float_update_of_runtime_sizes_writes_the_argument_with_an_undo_buffer():
-    """A program of runtime sizes runs from a Python call at every size (no
-    native entry): its result is written into the argument, with an undo
-    buffer, not computed apart and copied in (two more streams: `x += y`
-    at 1000x1000 ran in 873 us apart, 438 in place, numpy 320)."""
+    """A program of runtime sizes writes its result into the argument, with
+    an undo buffer, not computed apart and copied in (two more streams:
+    `x += y` at 1000x1000 ran in 873 us apart, 438 in place, numpy 320)."""
     text = _kernel_text(iadd, "f64[64,64] f64[64,64]", dynamic=True)
     assert "lowering.undo = 0" in text
     assert "func.return %0 :" in text
@@ -240,15 +234,18 @@ def test_a_re_run_of_runtime_sizes_sees_the_arguments_as_they_came(shape):
         a, b = rng.standard_normal(shape), rng.standard_normal(shape)
         c = -np.abs(rng.standard_normal(shape))  # (log of negatives: invalid, re-run)
         mine, theirs = a.copy(), a.copy()
-        with warnings.catch_warnings(record=True) as got:
-            warnings.simplefilter("always")
-            r1 = cf(mine, b, c)
-        with warnings.catch_warnings(record=True) as want:
-            warnings.simplefilter("always")
-            r2 = later_flag(theirs, b, c)
+        (r1, got), (r2, want) = _warned(cf, mine, b, c), _warned(later_flag, theirs, b, c)
         np.testing.assert_array_equal(mine, theirs)  # (added once, not twice)
         np.testing.assert_array_equal(r1, r2)
-        assert [str(w.message) for w in got] == [str(w.message) for w in want]
+        assert got == want
+
+
+def _warned(fn, *args):
+    """fn(*args) and the messages of the warnings it gave, in order."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn(*args)
+    return result, [str(w.message) for w in caught]
 
 
 def _layout(x: np.ndarray, layout: str) -> np.ndarray:
